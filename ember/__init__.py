@@ -1,0 +1,27 @@
+"""ember: JIT-compiled GPU kernels for LLM serving.
+
+Importing ember is cheap: no subprocess, no CUDA context, no directory is created. Kernels are
+compiled on first use and cached under ``EMBER_CACHE_DIR`` (see ``docs/config.md``).
+"""
+
+from __future__ import annotations
+
+from ember._version import __version__
+from ember.errors import (
+    CompileError,
+    ConfigError,
+    EmberError,
+    JitDisabledError,
+    ToolchainError,
+    UnsupportedError,
+)
+
+__all__ = [
+    "CompileError",
+    "ConfigError",
+    "EmberError",
+    "JitDisabledError",
+    "ToolchainError",
+    "UnsupportedError",
+    "__version__",
+]

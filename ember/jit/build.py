@@ -1,0 +1,236 @@
+"""The one build-and-load template (R2.3-R2.5, R5.1, R5.5, R5.6).
+
+:func:`build_and_load` goes, in order:
+
+1. in-process cache (a dict lookup);
+2. the disk entry ``<cache>/jit/<uri>/<key>/`` whose ``metadata.json`` validates;
+3. a validated prebuilt entry under ``EMBER_PREBUILT_PATH`` (read-only);
+4. refusal with :class:`JitDisabledError` when ``EMBER_DISABLE_JIT`` is set;
+5. the per-key OS lock (``flock``: freed by the kernel when a holder dies), a re-check, a build in
+   a staging directory, ``metadata.json`` written last, an atomic rename into place;
+6. ``tvm_ffi.load_module``.
+
+A half-built module can never be loaded: only a renamed, complete directory is ever looked at,
+and its ``.so`` must match the sha256 recorded in its metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from ember._version import __version__
+from ember.config import knobs
+from ember.errors import JitDisabledError, ToolchainError
+from ember.jit import entry as entry_mod
+from ember.jit.arch import Arch, ArchContext
+from ember.jit.key import KeyInputs, digest_sources
+from ember.jit.manifest import render
+from ember.jit.ninja import plan_parallelism, run_ninja
+from ember.jit.spec import BuildMode, KernelSpec
+from ember.jit.toolchain import get_toolchain, tvm_ffi_paths
+from ember.jit.workspace import Workspace
+
+__all__ = ["Resolved", "build", "build_and_load", "clear_memory_cache", "resolve"]
+
+logger = logging.getLogger("ember.jit")
+
+_LOADED: dict[str, Any] = {}
+_GUARD = threading.Lock()
+_KEY_LOCKS: dict[str, threading.Lock] = {}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A spec resolved against the current settings: its key inputs and where it lives."""
+
+    spec: KernelSpec
+    targets: tuple[Arch, ...]
+    mode: BuildMode
+    sources: tuple[tuple[str, str], ...]
+    inputs: KeyInputs | None
+    """``None`` when the compiler is unavailable (only a prebuilt entry can serve then)."""
+    compiler_error: ToolchainError | None
+    workspace: Workspace
+
+    @property
+    def key(self) -> str | None:
+        return self.inputs.key if self.inputs else None
+
+    @property
+    def entry(self) -> Path | None:
+        return self.workspace.entry_dir(self.spec.uri, self.key) if self.key else None
+
+
+def resolve(spec: KernelSpec) -> Resolved:
+    """Targets, mode, digests and key of ``spec``; raises before anything is built or written."""
+    if spec.toolchain == "cuda":
+        targets = ArchContext.current().targets_for(spec.uri, spec.archs)
+    else:
+        targets = ()
+    mode = BuildMode(debug=knobs.jit_debug, lineinfo=knobs.jit_lineinfo)
+    sources = digest_sources(spec)
+    toolchain = get_toolchain(spec.toolchain)
+    try:
+        compiler = toolchain.version()
+    except ToolchainError as exc:
+        inputs, error = None, exc
+    else:
+        error = None
+        inputs = KeyInputs(
+            spec=spec,
+            compiler=compiler,
+            targets=targets,
+            mode=mode,
+            extra_cuda_flags=knobs.extra_cuda_flags if spec.toolchain == "cuda" else (),
+            sources=sources,
+            ember_version=__version__,
+            tvm_ffi_version=tvm_ffi_paths()[2],
+        )
+    return Resolved(spec, targets, mode, sources, inputs, error, Workspace.current())
+
+
+def build_and_load(spec: KernelSpec) -> Any:
+    """Return the loaded module for ``spec``, building it only if no valid copy exists.
+
+    Raises
+    ------
+    UnsupportedError
+        None of the requested architectures is supported by the spec (before compiling).
+    JitDisabledError
+        A build is needed but ``EMBER_DISABLE_JIT`` is set.
+    CompileError
+        The compiler failed; the error carries the command, exit code, first errors and build dir.
+    """
+    r = resolve(spec)
+    memo = r.key or f"prebuilt:{spec.uri}:{r.sources}:{r.targets}:{r.mode}"
+    module = _LOADED.get(memo)
+    if module is not None:
+        return module
+    if knobs.disable_cache:
+        return _load(_build_throwaway(r))
+    with _key_lock(memo):
+        module = _LOADED.get(memo)
+        if module is None:
+            module = _load(build(r))
+            _LOADED[memo] = module
+    return module
+
+
+def build(r: Resolved) -> Path:
+    """Make sure a valid module exists for ``r``; return the path of its ``.so`` file."""
+    uri = r.spec.uri
+    if r.entry is not None:
+        so = entry_mod.validate(r.entry, r.key or "", log_problems=True)
+        if so is not None:
+            return so
+    for root in knobs.prebuilt_path:
+        so = entry_mod.find_prebuilt(root, r)
+        if so is not None:
+            logger.info("loading prebuilt module %s from %s", uri, so.parent)
+            return so
+    if knobs.disable_jit:
+        raise JitDisabledError(
+            f"module {uri!r} (key {r.key or 'unknown'}, targets "
+            f"{[str(a) for a in r.targets] or ['host']}) is not in the cache "
+            f"{r.workspace.root} nor under EMBER_PREBUILT_PATH, and EMBER_DISABLE_JIT is set. "
+            f"Obtain it by running `ember precompile --ops {uri}` with the same settings on a "
+            "machine with the compilers and copying the cache, or point EMBER_PREBUILT_PATH at a "
+            "prebuilt module directory, or unset EMBER_DISABLE_JIT."
+        )
+    if r.inputs is None or r.entry is None:
+        assert r.compiler_error is not None
+        raise r.compiler_error
+    return _build_locked(r, r.inputs, r.entry)
+
+
+def _build_locked(r: Resolved, inputs: KeyInputs, entry: Path) -> Path:
+    lock_path = r.workspace.lock_path(r.spec.uri, inputs.key)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=1.0)
+    except filelock.Timeout:
+        logger.info(
+            "waiting for lock %s: another process is building module %s", lock_path, r.spec.uri
+        )
+        lock.acquire()
+    try:
+        so = entry_mod.validate(entry, inputs.key, log_problems=False)
+        if so is not None:
+            return so
+        jit_dir = entry.parent
+        jit_dir.mkdir(parents=True, exist_ok=True)
+        entry_mod.remove_dead_staging(jit_dir)
+        staging = Path(tempfile.mkdtemp(dir=jit_dir, prefix=f".staging-{os.getpid()}-"))
+        try:
+            _compile(r, inputs, staging)
+        except BaseException:
+            failed = jit_dir / f".failed-{inputs.key[:16]}"
+            shutil.rmtree(failed, ignore_errors=True)
+            os.replace(staging, failed)
+            raise
+        entry_mod.publish(staging, entry)
+        so = entry_mod.validate(entry, inputs.key, log_problems=True)
+        if so is None:
+            raise RuntimeError(f"module {r.spec.uri!r} was built but does not validate at {entry}")
+        return so
+    finally:
+        lock.release()
+
+
+def _compile(r: Resolved, inputs: KeyInputs, build_dir: Path) -> None:
+    """Write build.ninja, run ninja, then write metadata.json last."""
+    toolchain = get_toolchain(r.spec.toolchain)
+    threads = knobs.nvcc_threads if r.spec.toolchain == "cuda" else 1
+    plan = toolchain.compile_rules(r.spec, r.targets, r.mode, threads)
+    (build_dir / "build.ninja").write_text(render(plan), encoding="utf-8")
+    jobs = plan_parallelism(plan.compile_units, threads)
+    where = ", ".join(str(a) for a in r.targets) or "host"
+    logger.info("compiling module %s for [%s] (%d units, jobs=%d) ...", r.spec.uri, where, plan.compile_units, jobs)
+    t0 = time.perf_counter()
+    run_ninja(r.spec.uri, build_dir, jobs)
+    seconds = time.perf_counter() - t0
+    entry_mod.write_metadata(build_dir, inputs, plan.output, seconds)
+    logger.info("compiled module %s for [%s] in %.1f s", r.spec.uri, where, seconds)
+
+
+def _build_throwaway(r: Resolved) -> Path:
+    """EMBER_DISABLE_CACHE: build in a fresh temporary directory; the cache is not touched."""
+    if knobs.disable_jit:
+        raise JitDisabledError(
+            f"module {r.spec.uri!r}: EMBER_DISABLE_CACHE forces a build but EMBER_DISABLE_JIT "
+            "forbids it; unset one of them"
+        )
+    if r.inputs is None:
+        assert r.compiler_error is not None
+        raise r.compiler_error
+    build_dir = Path(tempfile.mkdtemp(prefix=f"ember-nocache-{r.spec.uri}-"))
+    logger.info("EMBER_DISABLE_CACHE: building %s in %s", r.spec.uri, build_dir)
+    _compile(r, r.inputs, build_dir)
+    return build_dir / f"{r.spec.uri}.so"
+
+
+def _key_lock(memo: str) -> threading.Lock:
+    with _GUARD:
+        return _KEY_LOCKS.setdefault(memo, threading.Lock())
+
+
+def _load(so: Path) -> Any:
+    import tvm_ffi  # NOTE: lazy: it imports torch when present, which `import ember.jit` must not.
+
+    return tvm_ffi.load_module(str(so))
+
+
+def clear_memory_cache() -> None:
+    """Forget modules loaded by this process (they stay loaded; the next call re-resolves)."""
+    _LOADED.clear()

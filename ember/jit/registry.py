@@ -1,0 +1,58 @@
+"""Every spec generator, for ``ember precompile``, the CLI and the sync tests (R3.12, R8.4).
+
+An op module registers a generator yielding the specs deployment needs::
+
+    @register("norm")
+    def _specs() -> Iterator[KernelSpec]:
+        yield rmsnorm_spec(...)
+
+The op modules are listed in :data:`OP_MODULES`; :func:`all_specs` imports them on demand.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+from collections.abc import Callable, Iterable
+
+from ember.jit.spec import KernelSpec
+
+__all__ = ["OP_MODULES", "all_specs", "register", "registered_families"]
+
+OP_MODULES: tuple[str, ...] = ("ember.ops.toy",)
+
+SpecGenerator = Callable[[], Iterable[KernelSpec]]
+_GENERATORS: dict[str, SpecGenerator] = {}
+
+
+def register(family: str) -> Callable[[SpecGenerator], SpecGenerator]:
+    """Register ``family``'s spec generator (one per family)."""
+
+    def deco(fn: SpecGenerator) -> SpecGenerator:
+        if family in _GENERATORS and _GENERATORS[family] is not fn:
+            raise ValueError(f"spec family {family!r} is registered twice")
+        _GENERATORS[family] = fn
+        return fn
+
+    return deco
+
+
+def registered_families() -> dict[str, SpecGenerator]:
+    """``{family: generator}`` after importing every op module."""
+    for name in OP_MODULES:
+        importlib.import_module(name)
+    return dict(_GENERATORS)
+
+
+def all_specs(pattern: str | None = None) -> list[KernelSpec]:
+    """Every registered spec whose uri or family matches the glob ``pattern`` (all if None)."""
+    out: list[KernelSpec] = []
+    seen: set[str] = set()
+    for family, gen in registered_families().items():
+        for spec in gen():
+            if spec.uri in seen:
+                raise ValueError(f"two registered specs share the uri {spec.uri!r}")
+            seen.add(spec.uri)
+            if pattern is None or fnmatch.fnmatch(spec.uri, pattern) or fnmatch.fnmatch(family, pattern):
+                out.append(spec)
+    return out

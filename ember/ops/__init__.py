@@ -1,0 +1,1 @@
+"""Kernel families: one module per family (spec generator + cached getter + public API)."""
