@@ -30,7 +30,7 @@ import filelock
 
 from ember._version import __version__
 from ember.config import knobs
-from ember.errors import JitDisabledError, ToolchainError
+from ember.errors import CompileError, JitDisabledError, ToolchainError
 from ember.jit import entry as entry_mod
 from ember.jit.arch import Arch, ArchContext
 from ember.jit.key import KeyInputs, digest_sources
@@ -174,10 +174,17 @@ def _build_locked(r: Resolved, inputs: KeyInputs, entry: Path) -> Path:
         staging = Path(tempfile.mkdtemp(dir=jit_dir, prefix=f".staging-{os.getpid()}-"))
         try:
             _compile(r, inputs, staging)
-        except BaseException:
+        except CompileError as exc:
+            # NOTE: keep the failed build for inspection, under a name no loader looks at.
             failed = jit_dir / f".failed-{inputs.key[:16]}"
             shutil.rmtree(failed, ignore_errors=True)
             os.replace(staging, failed)
+            raise CompileError(
+                r.spec.uri, command=exc.command.replace(str(staging), str(failed)),
+                returncode=exc.returncode, errors=exc.errors, build_dir=failed,
+            ) from None  # fmt: skip
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
             raise
         entry_mod.publish(staging, entry)
         so = entry_mod.validate(entry, inputs.key, log_problems=True)

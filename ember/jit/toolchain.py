@@ -61,7 +61,9 @@ def probe_version(exe: Path) -> str:
             ).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             raise ToolchainError(f"{exe} --version failed: {exc}") from exc
-        version = " | ".join(line.strip() for line in out.splitlines() if line.strip())
+        # NOTE: keep the lines that identify the build; drop banners and licence text.
+        lines = [ln.strip() for ln in out.splitlines() if any(c.isdigit() for c in ln)]
+        version = " | ".join(ln for ln in lines if "copyright" not in ln.lower())
         if not knobs.disable_cache:
             memo[ident] = version
             atomic_write(ws.toolchains_file, json.dumps(memo, indent=1, sort_keys=True))

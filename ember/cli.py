@@ -1,0 +1,320 @@
+"""The ``ember`` command: ``env``, ``doctor``, ``cache list|inspect|clear``, ``precompile``.
+
+Everything here prints; library code logs. Each subcommand returns an exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.metadata
+import logging
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ember._version import __version__
+from ember.config import knobs
+from ember.errors import EmberError, UnsupportedError
+
+__all__ = ["main"]
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _compiler_version(get: Callable[[], Path]) -> str:
+    from ember.jit.toolchain import probe_version
+
+    try:
+        exe = get()
+        return f"{probe_version(exe)} ({exe})"
+    except EmberError as exc:
+        return f"unavailable: {exc}"
+
+
+def _driver_version() -> str:
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no CUDA driver"
+    v = ctypes.c_int(0)
+    if cuda.cuDriverGetVersion(ctypes.byref(v)) != 0:
+        return "unknown"
+    return f"{v.value // 1000}.{(v.value % 1000) // 10}"
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from ember.jit.arch import detect_gpu_archs
+    from ember.jit.toolchain import CudaToolchain
+    from ember.jit.workspace import PACKAGE_DIR, Workspace
+
+    tc = CudaToolchain()
+    rows = [
+        ("ember", f"{__version__} ({PACKAGE_DIR})"),
+        ("python", f"{platform.python_version()} ({sys.executable})"),
+        ("torch", _dist_version("torch")),
+        ("apache-tvm-ffi", _dist_version("apache-tvm-ffi")),
+        ("nvcc", _compiler_version(tc.nvcc)),
+        ("c++", _compiler_version(tc.cxx)),
+        ("CUDA driver", _driver_version()),
+        ("GPUs (arch)", ", ".join(map(str, detect_gpu_archs())) or "none detected"),
+        ("cache dir", str(Workspace.current().root)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    print("\nknobs in effect:")
+    for env, (_name, value, source) in knobs.snapshot().items():
+        print(f"  {env:<26} {value!s:<40} ({source})")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ember.jit import ArchContext, build_and_load
+    from ember.jit.ninja import ninja_path
+    from ember.jit.toolchain import CudaToolchain, HostToolchain, probe_version
+    from ember.jit.workspace import Workspace
+    from ember.ops import toy
+
+    problems: list[str] = []
+
+    def check(name: str, fn: Callable[[], str]) -> None:
+        try:
+            print(f"[ ok ] {name}: {fn()}")
+        except Exception as exc:
+            problems.append(f"{name}: {exc}")
+            print(f"[FAIL] {name}: {exc}")
+
+    def writable() -> str:
+        root = Workspace.current().root
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
+            pass
+        return str(root)
+
+    def host_module() -> str:
+        t0 = time.perf_counter()
+        mod = build_and_load(toy.host_spec())
+        a = np.arange(8, dtype=np.float32)
+        out = np.full(8, np.nan, dtype=np.float32)
+        mod.axpy(a, a, 2.0, out)
+        if not np.array_equal(out, 3 * a):
+            raise EmberError(f"toy host module computed {out}, expected {3 * a}")
+        return f"built, loaded and computed correctly in {time.perf_counter() - t0:.2f} s"
+
+    def cuda_module() -> str:
+        ctx = ArchContext.current()
+        if not ctx.requested:
+            return "skipped: no GPU detected and EMBER_CUDA_ARCH_LIST not set"
+        t0 = time.perf_counter()
+        build_and_load(toy.cuda_spec())
+        archs = ", ".join(map(str, ctx.requested))
+        return f"compiled and loaded for [{archs}] in {time.perf_counter() - t0:.2f} s"
+
+    check("ninja", ninja_path)
+    check("c++", lambda: probe_version(HostToolchain().cxx()))
+    check("cache dir writable", writable)
+    check("host module", host_module)
+    nvcc_found = True
+    try:
+        nvcc = CudaToolchain().nvcc()
+    except EmberError as exc:
+        nvcc_found = False
+        print(f"[warn] nvcc: {exc} (CUDA modules cannot be compiled here)")
+    if nvcc_found:
+        check("nvcc", lambda: probe_version(nvcc))
+        check("CUDA module", cuda_module)
+    from ember.jit.arch import detect_gpu_archs
+
+    gpus = detect_gpu_archs()
+    print(f"[info] GPUs: {', '.join(map(str, gpus)) if gpus else 'none detected'}")
+    if problems:
+        print(f"\nember doctor found {len(problems)} problem(s):", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 1
+    print("\nember doctor: all checks passed")
+    return 0
+
+
+def _entries() -> list[Path]:
+    from ember.jit.workspace import Workspace
+
+    jit = Workspace.current().root / "jit"
+    if not jit.is_dir():
+        return []
+    return sorted(e for d in jit.iterdir() if d.is_dir() for e in d.iterdir() if e.is_dir() and not e.name.startswith("."))
+
+
+def _entry_status(entry: Path) -> str:
+    from ember.jit import entry as entry_mod
+
+    meta = entry_mod.read_metadata(entry)
+    if meta is None:
+        return "broken"
+    if entry_mod.validate(entry, entry.name, log_problems=False) is None:
+        return "invalid"
+    if meta.get("inputs", {}).get("ember") != __version__:
+        return "stale"
+    return "ok"
+
+
+def cmd_cache_list(args: argparse.Namespace) -> int:
+    from ember.jit import entry as entry_mod
+
+    entries = _entries()
+    if not entries:
+        print("cache is empty")
+        return 0
+    print(f"{'uri':<32} {'key':<16} {'targets':<14} {'status':<8} {'size':>9}  built")
+    for e in entries:
+        meta = entry_mod.read_metadata(e) or {}
+        targets = ",".join(meta.get("inputs", {}).get("targets", [])) or "host"
+        size = sum(f.stat().st_size for f in e.iterdir() if f.is_file())
+        print(f"{e.parent.name:<32} {e.name[:16]:<16} {targets:<14} {_entry_status(e):<8} {size / 1024:>7.0f}KB  {meta.get('built_at', '?')}")
+    return 0
+
+
+def cmd_cache_inspect(args: argparse.Namespace) -> int:
+    from ember.jit.workspace import Workspace
+
+    ws = Workspace.current()
+    entries = [e for e in _entries() if e.parent.name == args.uri and e.name.startswith(args.key or "")]
+    if not entries:
+        print(f"no cache entry for uri {args.uri!r} under {ws.root / 'jit'}", file=sys.stderr)
+        return 1
+    gen = ws.generated_dir(args.uri)
+    for e in entries:
+        print(f"=== {args.uri} / {e.name}  [{_entry_status(e)}]")
+        print(f"--- generated sources ({gen}):")
+        files = sorted(p for p in gen.rglob("*") if p.is_file()) if gen.is_dir() else []
+        for p in files:
+            print(f"# {p}\n{p.read_text(errors='replace')}")
+        if not files:
+            print("(none: this module compiles package sources directly; see build.ninja)")
+        for name in ("build.ninja", "metadata.json"):
+            path = e / name
+            print(f"--- {name} ({path}):")
+            print(path.read_text(errors="replace") if path.is_file() else "(missing)")
+        print("--- module:")
+        for so in sorted(e.glob("*.so")):
+            print(f"{so}  {so.stat().st_size} bytes")
+        log = e / "build.log"
+        if log.is_file():
+            print(f"--- build.log ({log}):\n{log.read_text(errors='replace')}")
+    return 0
+
+
+def cmd_cache_clear(args: argparse.Namespace) -> int:
+    from ember.jit import entry as entry_mod
+    from ember.jit.workspace import Workspace
+
+    root = Workspace.current().root
+    if not args.stale:
+        removed = 0
+        for name in ("jit", "generated", "locks", "toolchains.json"):
+            p = root / name
+            if p.is_dir():
+                shutil.rmtree(p)
+                removed += 1
+            elif p.exists():
+                p.unlink()
+                removed += 1
+        print(f"cleared {root}" if removed else f"nothing to clear under {root}")
+        return 0
+    removed_paths: list[Path] = []
+    jit = root / "jit"
+    for d in jit.iterdir() if jit.is_dir() else []:
+        removed_paths += entry_mod.remove_dead_staging(d)
+        for junk in [*d.glob(".failed-*"), *d.glob(".trash-*")]:
+            shutil.rmtree(junk, ignore_errors=True)
+            removed_paths.append(junk)
+    for e in _entries():
+        if _entry_status(e) != "ok":
+            shutil.rmtree(e, ignore_errors=True)
+            removed_paths.append(e)
+    for p in removed_paths:
+        print(f"removed {p}")
+    print(f"removed {len(removed_paths)} stale item(s) under {root}")
+    return 0
+
+
+def cmd_precompile(args: argparse.Namespace) -> int:
+    from ember.jit import all_specs, build, resolve
+
+    if args.arch:
+        knobs.cuda_arch_list = tuple(args.arch.replace(",", " ").split())
+    specs = all_specs(args.ops)
+    if not specs:
+        print(f"no registered spec matches {args.ops!r}", file=sys.stderr)
+        return 1
+    failed = 0
+    t_all = time.perf_counter()
+    for i, spec in enumerate(specs, 1):
+        prefix = f"[{i}/{len(specs)}] {spec.uri}"
+        t0 = time.perf_counter()
+        try:
+            r = resolve(spec)
+            cached = r.entry is not None and (r.entry / "metadata.json").is_file()
+            build(r)
+        except UnsupportedError as exc:
+            print(f"{prefix}: skipped ({exc})")
+            continue
+        except EmberError as exc:
+            failed += 1
+            print(f"{prefix}: FAILED\n{exc}")
+            continue
+        how = "cached" if cached else "built"
+        print(f"{prefix}: {how} in {time.perf_counter() - t0:.2f} s")
+    print(f"precompiled {len(specs) - failed}/{len(specs)} module(s) in {time.perf_counter() - t_all:.1f} s")
+    return 1 if failed else 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ember", description=__doc__)
+    p.add_argument("--version", action="version", version=f"ember {__version__}")
+    p.add_argument("-q", "--quiet", action="store_true", help="hide ember.jit INFO logs")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("env", help="versions, GPUs, knobs in effect, cache dir").set_defaults(fn=cmd_env)
+    sub.add_parser("doctor", help="check toolchains, cache, and build a tiny module").set_defaults(fn=cmd_doctor)
+    cache = sub.add_parser("cache", help="list, inspect or clear the JIT cache")
+    csub = cache.add_subparsers(dest="cache_command", required=True)
+    csub.add_parser("list", help="every cache entry").set_defaults(fn=cmd_cache_list)
+    ins = csub.add_parser("inspect", help="generated sources, manifest, module and metadata (R6.11)")
+    ins.add_argument("uri")
+    ins.add_argument("--key", default="", help="key prefix, when several entries exist")
+    ins.set_defaults(fn=cmd_cache_inspect)
+    clr = csub.add_parser("clear", help="remove the cache (or with --stale only what is stale)")
+    clr.add_argument("--stale", action="store_true", help="only dead builds, broken and old-version entries")
+    clr.set_defaults(fn=cmd_cache_clear)
+    pre = sub.add_parser("precompile", help="build every registered spec matching --ops")
+    pre.add_argument("--ops", default=None, help="glob over uris or families, e.g. 'toy*'")
+    pre.add_argument("--arch", default=None, help="target list, e.g. '9.0a' or '8.0 9.0a'")
+    pre.set_defaults(fn=cmd_precompile)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    logging.getLogger("ember").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    try:
+        return int(args.fn(args))
+    except EmberError as exc:
+        print(f"ember: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
