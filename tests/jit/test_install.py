@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,10 +20,16 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def test_read_only_install_writes_nothing_under_the_package(tmp_path: Path) -> None:
+    # NOTE: build from a copy: setuptools writes build/ and *.egg-info into the source tree.
+    src = tmp_path / "src"
+    shutil.copytree(
+        REPO, src,
+        ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache"),
+    )  # fmt: skip
     site = tmp_path / "site"
     pip = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(site), str(REPO)],
+         "--no-index", "--target", str(site), str(src)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert pip.returncode == 0, pip.stderr
