@@ -48,9 +48,11 @@ lint: venv
 	done; \
 	exit $$status
 
+# ruff's fixes come before formatting (a fix can leave unformatted code); what it cannot fix is
+# printed but does not stop the formatters: `make lint` is the gate.
 format: venv
+	$(PY) -m ruff check --fix --exit-zero .
 	$(PY) -m ruff format .
-	$(PY) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
 # Only paths inside the repository; the JIT cache (EMBER_CACHE_DIR) is left alone on purpose
