@@ -78,65 +78,70 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
+def _doctor_cache_writable() -> str:
+    from ember.jit.workspace import Workspace
+
+    root = Workspace.current().root
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
+        pass
+    return str(root)
+
+
+def _doctor_host_module() -> str:
     import numpy as np
 
+    from ember.jit import build_and_load
+    from ember.ops import toy
+
+    t0 = time.perf_counter()
+    mod = build_and_load(toy.host_spec())
+    a = np.arange(8, dtype=np.float32)
+    out = np.full(8, np.nan, dtype=np.float32)
+    mod.axpy(a, a, 2.0, out)
+    if not np.array_equal(out, 3 * a):
+        raise EmberError(f"toy host module computed {out}, expected {3 * a}")
+    return f"built, loaded and computed correctly in {time.perf_counter() - t0:.2f} s"
+
+
+def _doctor_cuda_module() -> str:
     from ember.jit import ArchContext, build_and_load
+    from ember.ops import toy
+
+    ctx = ArchContext.current()
+    if not ctx.requested:
+        return "skipped: no GPU detected and EMBER_CUDA_ARCH_LIST not set"
+    t0 = time.perf_counter()
+    build_and_load(toy.cuda_spec())
+    archs = ", ".join(map(str, ctx.requested))
+    return f"compiled and loaded for [{archs}] in {time.perf_counter() - t0:.2f} s"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ember.jit.arch import detect_gpu_archs
     from ember.jit.ninja import ninja_path
     from ember.jit.toolchain import CudaToolchain, HostToolchain, probe_version
-    from ember.jit.workspace import Workspace
-    from ember.ops import toy
 
     problems: list[str] = []
 
-    def check(name: str, fn: Callable[[], str]) -> None:
+    def check(name: str, fn: Callable[[], object]) -> None:
         try:
             print(f"[ ok ] {name}: {fn()}")
         except Exception as exc:
             problems.append(f"{name}: {exc}")
             print(f"[FAIL] {name}: {exc}")
 
-    def writable() -> str:
-        root = Workspace.current().root
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
-            pass
-        return str(root)
-
-    def host_module() -> str:
-        t0 = time.perf_counter()
-        mod = build_and_load(toy.host_spec())
-        a = np.arange(8, dtype=np.float32)
-        out = np.full(8, np.nan, dtype=np.float32)
-        mod.axpy(a, a, 2.0, out)
-        if not np.array_equal(out, 3 * a):
-            raise EmberError(f"toy host module computed {out}, expected {3 * a}")
-        return f"built, loaded and computed correctly in {time.perf_counter() - t0:.2f} s"
-
-    def cuda_module() -> str:
-        ctx = ArchContext.current()
-        if not ctx.requested:
-            return "skipped: no GPU detected and EMBER_CUDA_ARCH_LIST not set"
-        t0 = time.perf_counter()
-        build_and_load(toy.cuda_spec())
-        archs = ", ".join(map(str, ctx.requested))
-        return f"compiled and loaded for [{archs}] in {time.perf_counter() - t0:.2f} s"
-
     check("ninja", ninja_path)
     check("c++", lambda: probe_version(HostToolchain().cxx()))
-    check("cache dir writable", writable)
-    check("host module", host_module)
-    nvcc_found = True
+    check("cache dir writable", _doctor_cache_writable)
+    check("host module", _doctor_host_module)
     try:
         nvcc = CudaToolchain().nvcc()
     except EmberError as exc:
-        nvcc_found = False
         print(f"[warn] nvcc: {exc} (CUDA modules cannot be compiled here)")
-    if nvcc_found:
+    else:
         check("nvcc", lambda: probe_version(nvcc))
-        check("CUDA module", cuda_module)
-    from ember.jit.arch import detect_gpu_archs
-
+        check("CUDA module", _doctor_cuda_module)
     gpus = detect_gpu_archs()
     print(f"[info] GPUs: {', '.join(map(str, gpus)) if gpus else 'none detected'}")
     if problems:
@@ -154,7 +159,13 @@ def _entries() -> list[Path]:
     jit = Workspace.current().root / "jit"
     if not jit.is_dir():
         return []
-    return sorted(e for d in jit.iterdir() if d.is_dir() for e in d.iterdir() if e.is_dir() and not e.name.startswith("."))
+    return sorted(
+        e
+        for d in jit.iterdir()
+        if d.is_dir()
+        for e in d.iterdir()
+        if e.is_dir() and not e.name.startswith(".")
+    )
 
 
 def _entry_status(entry: Path) -> str:
@@ -182,7 +193,11 @@ def cmd_cache_list(args: argparse.Namespace) -> int:
         meta = entry_mod.read_metadata(e) or {}
         targets = ",".join(meta.get("inputs", {}).get("targets", [])) or "host"
         size = sum(f.stat().st_size for f in e.iterdir() if f.is_file())
-        print(f"{e.parent.name:<32} {e.name[:16]:<16} {targets:<14} {_entry_status(e):<8} {size / 1024:>7.0f}KB  {meta.get('built_at', '?')}")
+        status = _entry_status(e)
+        print(
+            f"{e.parent.name:<32} {e.name[:16]:<16} {targets:<14} {status:<8} "
+            f"{size / 1024:>7.0f}KB  {meta.get('built_at', '?')}"
+        )
     return 0
 
 
@@ -190,7 +205,9 @@ def cmd_cache_inspect(args: argparse.Namespace) -> int:
     from ember.jit.workspace import Workspace
 
     ws = Workspace.current()
-    entries = [e for e in _entries() if e.parent.name == args.uri and e.name.startswith(args.key or "")]
+    entries = [
+        e for e in _entries() if e.parent.name == args.uri and e.name.startswith(args.key or "")
+    ]
     if not entries:
         print(f"no cache entry for uri {args.uri!r} under {ws.root / 'jit'}", file=sys.stderr)
         return 1
@@ -277,7 +294,8 @@ def cmd_precompile(args: argparse.Namespace) -> int:
             continue
         how = "cached" if cached else "built"
         print(f"{prefix}: {how} in {time.perf_counter() - t0:.2f} s")
-    print(f"precompiled {len(specs) - failed}/{len(specs)} module(s) in {time.perf_counter() - t_all:.1f} s")
+    seconds = time.perf_counter() - t_all
+    print(f"precompiled {len(specs) - failed}/{len(specs)} module(s) in {seconds:.1f} s")
     return 1 if failed else 0
 
 
@@ -286,17 +304,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ember {__version__}")
     p.add_argument("-q", "--quiet", action="store_true", help="hide ember.jit INFO logs")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("env", help="versions, GPUs, knobs in effect, cache dir").set_defaults(fn=cmd_env)
-    sub.add_parser("doctor", help="check toolchains, cache, and build a tiny module").set_defaults(fn=cmd_doctor)
+    sub.add_parser("env", help="versions, GPUs, knobs in effect, cache dir").set_defaults(
+        fn=cmd_env
+    )
+    sub.add_parser("doctor", help="check toolchains, cache, and build a tiny module").set_defaults(
+        fn=cmd_doctor
+    )
     cache = sub.add_parser("cache", help="list, inspect or clear the JIT cache")
     csub = cache.add_subparsers(dest="cache_command", required=True)
     csub.add_parser("list", help="every cache entry").set_defaults(fn=cmd_cache_list)
-    ins = csub.add_parser("inspect", help="generated sources, manifest, module and metadata (R6.11)")
+    ins = csub.add_parser(
+        "inspect", help="generated sources, manifest, module and metadata (R6.11)"
+    )
     ins.add_argument("uri")
     ins.add_argument("--key", default="", help="key prefix, when several entries exist")
     ins.set_defaults(fn=cmd_cache_inspect)
     clr = csub.add_parser("clear", help="remove the cache (or with --stale only what is stale)")
-    clr.add_argument("--stale", action="store_true", help="only dead builds, broken and old-version entries")
+    clr.add_argument(
+        "--stale", action="store_true", help="only dead builds, broken and old-version entries"
+    )
     clr.set_defaults(fn=cmd_cache_clear)
     pre = sub.add_parser("precompile", help="build every registered spec matching --ops")
     pre.add_argument("--ops", default=None, help="glob over uris or families, e.g. 'toy*'")

@@ -37,7 +37,9 @@ def _parse_bool(env: str, raw: str) -> bool:
         return True
     if low in _FALSE:
         return False
-    raise ConfigError(f"{env}={raw!r} is not a boolean; expected one of 1/0, true/false, yes/no, on/off")
+    raise ConfigError(
+        f"{env}={raw!r} is not a boolean; expected one of 1/0, true/false, yes/no, on/off"
+    )
 
 
 def _parse_positive_int(env: str, raw: str) -> int:
@@ -177,7 +179,8 @@ class Knobs:
     cuda_arch_list: Knob[tuple[str, ...] | None] = Knob(
         "EMBER_CUDA_ARCH_LIST", _parse_arch_list, _none,
         type_doc="arch list", default_doc="detected GPUs",
-        doc="Targets to build for, e.g. `8.0 9.0a`; suffixes are kept exactly. Needed without a GPU.",
+        doc="Targets to build for, e.g. `8.0 9.0a`; suffixes are kept exactly. Needed without a"
+        " GPU.",
     )  # fmt: skip
     disable_jit: Knob[bool] = Knob(
         "EMBER_DISABLE_JIT", _parse_bool, _false,
@@ -197,7 +200,8 @@ class Knobs:
     jit_debug: Knob[bool] = Knob(
         "EMBER_JIT_DEBUG", _parse_bool, _false,
         type_doc="bool", default_doc="`0`",
-        doc="Debug builds (`-G -g -O0` / `-g -O0`); part of the cache key, never mixed with optimised builds.",
+        doc="Debug builds (`-G -g -O0` / `-g -O0`); part of the cache key, never mixed with"
+        " optimised builds.",
     )  # fmt: skip
     jit_lineinfo: Knob[bool] = Knob(
         "EMBER_JIT_LINEINFO", _parse_bool, _false,
@@ -217,7 +221,8 @@ class Knobs:
     compile_mem_gb: Knob[float] = Knob(
         "EMBER_COMPILE_MEM_GB", _parse_positive_float, lambda: 2.0,
         type_doc="float", default_doc="`2.0`",
-        doc="Estimated GiB per compiler thread; jobs x threads x this stays within available memory.",
+        doc="Estimated GiB per compiler thread; jobs x threads x this stays within available"
+        " memory.",
     )  # fmt: skip
     nvcc: Knob[str | None] = Knob(
         "EMBER_NVCC", _parse_str, _none,
@@ -247,7 +252,8 @@ class Knobs:
     skip_version_check: Knob[bool] = Knob(
         "EMBER_SKIP_VERSION_CHECK", _parse_bool, _false,
         type_doc="bool", default_doc="`0`",
-        doc="Accept prebuilt modules from another ember version (mixed-version experiments only; warns).",
+        doc="Accept prebuilt modules from another ember version (mixed-version experiments only;"
+        " warns).",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -279,9 +285,7 @@ class Knobs:
 
     def snapshot(self) -> dict[str, tuple[str, Any, str]]:
         """``{ENV_NAME: (knob name, value in effect, source)}`` for ``ember env``."""
-        return {
-            k.spec.env: (k.name, getattr(self, k.name), k.source(self)) for k in self.all()
-        }
+        return {k.spec.env: (k.name, getattr(self, k.name), k.source(self)) for k in self.all()}
 
 
 knobs = Knobs()

@@ -48,7 +48,9 @@ def main() -> None:
         t0 = time.perf_counter()
         build_and_load(toy.cuda_spec())
         archs = ", ".join(map(str, ctx.requested))
-        print(f"\n4. CUDA module built and loaded for [{archs}] in {time.perf_counter() - t0:.2f} s")
+        print(
+            f"\n4. CUDA module built and loaded for [{archs}] in {time.perf_counter() - t0:.2f} s"
+        )
         if torch.cuda.is_available():
             x = torch.randn(1 << 20, device="cuda")
             y = toy.axpy(x, x, alpha=2.0)

@@ -68,7 +68,9 @@ def family_matches(family: str, arch: Arch) -> bool:
     """
     m = _FAMILY_RE.fullmatch(family)
     if m is None:
-        raise ValueError(f"arch family {family!r} is malformed; expected e.g. 'sm80', 'sm90a', 'sm80+'")
+        raise ValueError(
+            f"arch family {family!r} is malformed; expected e.g. 'sm80', 'sm90a', 'sm80+'"
+        )
     major, minor, suffix, plus = int(m.group(1)), int(m.group(2)), m.group(3), m.group(4)
     if plus:
         return (arch.major, arch.minor) >= (major, minor)

@@ -80,12 +80,13 @@ def resolve(spec: KernelSpec) -> Resolved:
     mode = BuildMode(debug=knobs.jit_debug, lineinfo=knobs.jit_lineinfo)
     sources = digest_sources(spec)
     toolchain = get_toolchain(spec.toolchain)
+    inputs: KeyInputs | None = None
+    error: ToolchainError | None = None
     try:
         compiler = toolchain.version()
     except ToolchainError as exc:
-        inputs, error = None, exc
+        error = exc
     else:
-        error = None
         inputs = KeyInputs(
             spec=spec,
             compiler=compiler,
@@ -203,7 +204,13 @@ def _compile(r: Resolved, inputs: KeyInputs, build_dir: Path) -> None:
     (build_dir / "build.ninja").write_text(render(plan), encoding="utf-8")
     jobs = plan_parallelism(plan.compile_units, threads)
     where = ", ".join(str(a) for a in r.targets) or "host"
-    logger.info("compiling module %s for [%s] (%d units, jobs=%d) ...", r.spec.uri, where, plan.compile_units, jobs)
+    logger.info(
+        "compiling module %s for [%s] (%d units, jobs=%d) ...",
+        r.spec.uri,
+        where,
+        plan.compile_units,
+        jobs,
+    )
     t0 = time.perf_counter()
     run_ninja(r.spec.uri, build_dir, jobs)
     seconds = time.perf_counter() - t0

@@ -27,7 +27,14 @@ from ember.jit.key import KeyInputs
 if TYPE_CHECKING:
     from ember.jit.build import Resolved
 
-__all__ = ["find_prebuilt", "publish", "read_metadata", "remove_dead_staging", "validate", "write_metadata"]
+__all__ = [
+    "find_prebuilt",
+    "publish",
+    "read_metadata",
+    "remove_dead_staging",
+    "validate",
+    "write_metadata",
+]
 
 logger = logging.getLogger("ember.jit")
 
@@ -158,9 +165,16 @@ def find_prebuilt(root: Path, r: Resolved) -> Path | None:
             continue
         if got.get("ember") != __version__:
             if not knobs.skip_version_check:
-                logger.info("skipping prebuilt %s: built by ember %s, this is %s", entry, got.get("ember"), __version__)
+                logger.info(
+                    "skipping prebuilt %s: built by ember %s, this is %s",
+                    entry,
+                    got.get("ember"),
+                    __version__,
+                )
                 continue
-            logger.warning("EMBER_SKIP_VERSION_CHECK: loading %s built by ember %s", entry, got.get("ember"))
+            logger.warning(
+                "EMBER_SKIP_VERSION_CHECK: loading %s built by ember %s", entry, got.get("ember")
+            )
         return entry / str(meta["module"])
     return None
 

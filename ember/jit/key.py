@@ -62,9 +62,7 @@ def digest_sources(spec: KernelSpec) -> tuple[tuple[str, str], ...]:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise FileNotFoundError(
-                f"module {spec.uri!r}: source {path} does not exist"
-            ) from None
+            raise FileNotFoundError(f"module {spec.uri!r}: source {path} does not exist") from None
         seen[path] = hashlib.sha256(data).hexdigest()
         for quote, inc in _INCLUDE_RE.findall(data):
             found = _resolve_include(inc.decode(), quote == b'"', path.parent, roots)

@@ -66,7 +66,7 @@ def ninja_path() -> str:
     if found:
         return found
     try:
-        import ninja  # type: ignore[import-untyped]
+        import ninja
 
         return str(Path(ninja.BIN_DIR) / "ninja")
     except (ImportError, AttributeError):

@@ -53,6 +53,10 @@ def all_specs(pattern: str | None = None) -> list[KernelSpec]:
             if spec.uri in seen:
                 raise ValueError(f"two registered specs share the uri {spec.uri!r}")
             seen.add(spec.uri)
-            if pattern is None or fnmatch.fnmatch(spec.uri, pattern) or fnmatch.fnmatch(family, pattern):
+            if (
+                pattern is None
+                or fnmatch.fnmatch(spec.uri, pattern)
+                or fnmatch.fnmatch(family, pattern)
+            ):
                 out.append(spec)
     return out

@@ -76,7 +76,9 @@ def tvm_ffi_paths() -> tuple[Path, Path, str]:
     """(include dir, lib dir, version) of apache-tvm-ffi, found without importing it (no torch)."""
     spec = importlib.util.find_spec("tvm_ffi")
     if spec is None or spec.origin is None:
-        raise ToolchainError("apache-tvm-ffi is not installed; pip install 'apache-tvm-ffi>=0.1.15,<0.2'")
+        raise ToolchainError(
+            "apache-tvm-ffi is not installed; pip install 'apache-tvm-ffi>=0.1.15,<0.2'"
+        )
     root = Path(spec.origin).parent
     return root / "include", root / "lib", importlib.metadata.version("apache-tvm-ffi")
 

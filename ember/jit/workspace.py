@@ -21,7 +21,14 @@ from pathlib import Path
 
 from ember.config import knobs
 
-__all__ = ["PACKAGE_DIR", "CSRC_DIR", "INCLUDE_DIR", "Workspace", "atomic_write", "write_if_changed"]
+__all__ = [
+    "PACKAGE_DIR",
+    "CSRC_DIR",
+    "INCLUDE_DIR",
+    "Workspace",
+    "atomic_write",
+    "write_if_changed",
+]
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 CSRC_DIR = PACKAGE_DIR / "csrc"
@@ -42,8 +49,8 @@ class Workspace:
             from ember.errors import ConfigError
 
             raise ConfigError(
-                f"EMBER_CACHE_DIR={root} is inside the installed package {PACKAGE_DIR}; ember never "
-                "writes there (it may be read-only). Choose a directory outside it."
+                f"EMBER_CACHE_DIR={root} is inside the installed package {PACKAGE_DIR}; "
+                "ember never writes there (it may be read-only). Choose a directory outside it."
             )
         lock = knobs.lock_dir
         return cls(root, lock.expanduser().resolve() if lock else root / "locks")

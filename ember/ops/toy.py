@@ -27,9 +27,7 @@ def host_spec() -> KernelSpec:
 
 def cuda_spec() -> KernelSpec:
     """The CUDA axpy module; any GPU from sm_75 on."""
-    return KernelSpec(
-        uri="toy_axpy_cuda", sources=(CSRC_DIR / "ops" / "toy.cu",), archs=("sm75+",)
-    )
+    return KernelSpec(uri="toy_axpy_cuda", sources=(CSRC_DIR / "ops" / "toy.cu",), archs=("sm75+",))
 
 
 @register("toy")

@@ -25,7 +25,10 @@ MODULE_SRC = textwrap.dedent(
 
 @dataclass
 class Wrapper:
-    """A compiler wrapper: logs every call; fails while ``deny`` exists, compiles wait while ``slow`` does."""
+    """A compiler wrapper that logs every call.
+
+    Any call fails while ``deny`` exists; compiles wait while ``slow`` exists.
+    """
 
     path: Path
     log: Path
@@ -57,7 +60,9 @@ def make_wrapper(where: Path, real: str = "c++") -> Wrapper:
     return w
 
 
-def make_value_module(where: Path, value: int, *, uri: str = "value_mod", scale: int = 1) -> KernelSpec:
+def make_value_module(
+    where: Path, value: int, *, uri: str = "value_mod", scale: int = 1
+) -> KernelSpec:
     """A host module whose ``value()`` returns ``value * scale``; the value lives in a header."""
     inc = where / "include"
     inc.mkdir(parents=True, exist_ok=True)
@@ -77,7 +82,9 @@ def set_header(where: Path, value: int) -> None:
     (where / "include" / "value.h").write_text(f"#define EMBER_TEST_VALUE {value}\n")
 
 
-def run_py(code: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_py(
+    code: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter with ember importable; returns the finished process."""
     full = dict(os.environ)
     full["PYTHONPATH"] = os.pathsep.join([str(REPO), full.get("PYTHONPATH", "")])
@@ -92,6 +99,7 @@ def spec_code(spec: KernelSpec) -> str:
     """Python source that rebuilds ``spec`` in a subprocess."""
     return (
         "from pathlib import Path\nfrom ember.jit import KernelSpec\n"
-        f"spec = KernelSpec(uri={spec.uri!r}, sources=({str(spec.sources[0])!r},), toolchain='host', "
-        f"include_dirs=({str(spec.include_dirs[0])!r},), cflags={spec.cflags!r}, params={dict(spec.params)!r})\n"
+        f"spec = KernelSpec(uri={spec.uri!r}, sources=({str(spec.sources[0])!r},), "
+        f"toolchain='host', include_dirs=({str(spec.include_dirs[0])!r},), "
+        f"cflags={spec.cflags!r}, params={dict(spec.params)!r})\n"
     )

@@ -21,10 +21,21 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def test_env_reports_versions_knobs_and_cache(isolated_ember: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_env_reports_versions_knobs_and_cache(
+    isolated_ember: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["env"]) == 0
     out = capsys.readouterr().out
-    for needle in ("ember", "torch", "apache-tvm-ffi", "nvcc", "c++", "GPUs", str(isolated_ember), "EMBER_DISABLE_JIT"):
+    for needle in (
+        "ember",
+        "torch",
+        "apache-tvm-ffi",
+        "nvcc",
+        "c++",
+        "GPUs",
+        str(isolated_ember),
+        "EMBER_DISABLE_JIT",
+    ):
         assert needle in out
 
 
@@ -38,7 +49,7 @@ def test_doctor_passes_on_this_machine(isolated_ember: Path) -> None:
 
 
 def test_doctor_fails_clearly_without_a_compiler(tmp_path: Path) -> None:
-    code, out, err = _cli("doctor", env={"EMBER_CXX": str(tmp_path / "no-such-c++")})
+    code, _out, err = _cli("doctor", env={"EMBER_CXX": str(tmp_path / "no-such-c++")})
     assert code == 1
     assert "no-such-c++" in err and "EMBER_CXX" in err
 
@@ -57,7 +68,9 @@ def test_precompile_skips_unsupported_arch(capsys: pytest.CaptureFixture[str]) -
     assert "skipped" in capsys.readouterr().out
 
 
-def test_cache_list_inspect_and_clear(isolated_ember: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cache_list_inspect_and_clear(
+    isolated_ember: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     build_and_load(toy.host_spec())
     entry = resolve(toy.host_spec()).entry
     assert entry is not None
@@ -66,7 +79,12 @@ def test_cache_list_inspect_and_clear(isolated_ember: Path, capsys: pytest.Captu
     assert "toy_axpy_host" in out and entry.name[:16] in out and " ok " in out
     assert main(["cache", "inspect", "toy_axpy_host"]) == 0
     out = capsys.readouterr().out
-    assert "build.ninja" in out and "rule cxx" in out and '"module_sha256"' in out and "toy_axpy_host.so" in out
+    assert (
+        "build.ninja" in out
+        and "rule cxx" in out
+        and '"module_sha256"' in out
+        and "toy_axpy_host.so" in out
+    )
     assert main(["cache", "inspect", "nope"]) == 1
     # --stale removes dead staging dirs and broken entries, keeps sound ones
     dead = entry.parent / ".staging-999999999-x"

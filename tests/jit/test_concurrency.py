@@ -28,7 +28,10 @@ def test_four_processes_one_cold_spec_compile_once(tmp_path: Path) -> None:
     wrapper = make_wrapper(tmp_path / "w")
     spec = make_value_module(tmp_path / "m", 17)
     wrapper.slow.touch()  # hold the first compile until all four are waiting
-    code = spec_code(spec) + "from ember.jit import build_and_load\nprint(build_and_load(spec).value())"
+    code = (
+        spec_code(spec)
+        + "from ember.jit import build_and_load\nprint(build_and_load(spec).value())"
+    )
     procs = [_popen(code, {"EMBER_CXX": str(wrapper.path)}) for _ in range(4)]
     deadline = time.monotonic() + 60
     while not wrapper.compiles() and time.monotonic() < deadline:
@@ -36,7 +39,7 @@ def test_four_processes_one_cold_spec_compile_once(tmp_path: Path) -> None:
     time.sleep(1.0)
     wrapper.slow.unlink()
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
         assert out.strip() == "17"
     assert len(wrapper.compiles()) == 1, wrapper.calls()
@@ -69,5 +72,8 @@ def test_sigkill_mid_compile_leaves_nothing_loadable_and_no_stale_lock(tmp_path:
 def test_warm_entry_reused_across_processes(tmp_path: Path) -> None:
     spec = make_value_module(tmp_path / "m", 31)
     assert build_and_load(spec).value() == 31
-    proc = run_py(spec_code(spec) + "from ember.jit import build_and_load\nprint(build_and_load(spec).value())")
+    proc = run_py(
+        spec_code(spec)
+        + "from ember.jit import build_and_load\nprint(build_and_load(spec).value())"
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "31", proc.stderr

@@ -45,8 +45,13 @@ def test_arch_list_changes_key_and_keeps_suffixes_exactly() -> None:
 
 def test_spec_for_another_family_fails_before_compiling(tmp_path: Path) -> None:
     wrapper = make_wrapper(tmp_path / "w", real="nvcc")
-    spec = KernelSpec(uri="toy_sm100_only", sources=(CSRC_DIR / "ops" / "toy.cu",), archs=("sm100a",))
-    with knobs.scope(cuda_arch_list=("9.0a",), nvcc=str(wrapper.path)), pytest.raises(UnsupportedError) as info:
+    spec = KernelSpec(
+        uri="toy_sm100_only", sources=(CSRC_DIR / "ops" / "toy.cu",), archs=("sm100a",)
+    )
+    with (
+        knobs.scope(cuda_arch_list=("9.0a",), nvcc=str(wrapper.path)),
+        pytest.raises(UnsupportedError) as info,
+    ):
         build_and_load(spec)
     msg = str(info.value)
     assert "sm100a" in msg and "9.0a" in msg and "EMBER_CUDA_ARCH_LIST" in msg

@@ -22,10 +22,8 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
 def test_read_only_install_writes_nothing_under_the_package(tmp_path: Path) -> None:
     # NOTE: build from a copy: setuptools writes build/ and *.egg-info into the source tree.
     src = tmp_path / "src"
-    shutil.copytree(
-        REPO, src,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache"),
-    )  # fmt: skip
+    skip = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache")
+    shutil.copytree(REPO, src, ignore=skip)
     site = tmp_path / "site"
     pip = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
@@ -34,7 +32,9 @@ def test_read_only_install_writes_nothing_under_the_package(tmp_path: Path) -> N
     )  # fmt: skip
     assert pip.returncode == 0, pip.stderr
     pkg = site / "ember"
-    assert (pkg / "csrc" / "ops" / "toy_host.cc").is_file(), "kernel sources must ship as package data"
+    assert (pkg / "csrc" / "ops" / "toy_host.cc").is_file(), (
+        "kernel sources must ship as package data"
+    )
     for p in [pkg, *pkg.rglob("*")]:
         p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     before = _snapshot(pkg)
@@ -46,13 +46,20 @@ def test_read_only_install_writes_nothing_under_the_package(tmp_path: Path) -> N
     )
     code = (
         "import torch, ember, ember.ops.toy as toy\n"
-        "assert ember.__file__.startswith(%r), ember.__file__\n"
+        f"assert ember.__file__.startswith({str(site)!r}), ember.__file__\n"
         "a = torch.randn(64); b = torch.randn(64)\n"
         "out = toy.axpy(a, b, alpha=3.0)\n"
         "torch.testing.assert_close(out, a + 3.0 * b)\n"
-        "print('ok')\n" % str(site)
+        "print('ok')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
     assert _snapshot(pkg) == before, "files appeared or changed under the installed package"

@@ -40,7 +40,11 @@ def test_host_module_computes_on_torch_cpu_tensors() -> None:
 def test_host_module_bad_input_raises_and_writes_nothing(make_args, exc, needle) -> None:  # type: ignore[no-untyped-def]
     a = torch.arange(8, dtype=torch.float32)
     x, y = make_args(a)
-    out = torch.full(x.shape, 7.0, dtype=torch.float32) if x.is_contiguous() else torch.full((4,), 7.0)
+    out = (
+        torch.full(x.shape, 7.0, dtype=torch.float32)
+        if x.is_contiguous()
+        else torch.full((4,), 7.0)
+    )
     with pytest.raises(exc) as info:
         toy.axpy(x, y, out=out)
     assert needle in str(info.value)
@@ -58,7 +62,8 @@ def test_warm_cache_fresh_process_starts_no_compiler_and_takes_no_lock(tmp_path:
     lock_blocker = tmp_path / "not-a-dir"
     lock_blocker.write_text("a file where the lock dir would be: taking a lock would fail")
     proc = run_py(
-        spec_code(spec) + "from ember.jit import build_and_load\nprint(build_and_load(spec).value())",
+        spec_code(spec)
+        + "from ember.jit import build_and_load\nprint(build_and_load(spec).value())",
         env={"EMBER_CXX": str(wrapper.path), "EMBER_LOCK_DIR": str(lock_blocker / "locks")},
     )
     assert proc.returncode == 0, proc.stderr
@@ -141,7 +146,9 @@ def test_prebuilt_entry_loads_without_compiler_and_is_version_checked(tmp_path: 
     (prebuilt / "value_mod").mkdir(parents=True)
     entry.rename(prebuilt / "value_mod" / "any-name")
     clear_memory_cache()
-    with knobs.scope(prebuilt_path=(prebuilt,), disable_jit=True, cxx=str(tmp_path / "no-such-cxx")):
+    with knobs.scope(
+        prebuilt_path=(prebuilt,), disable_jit=True, cxx=str(tmp_path / "no-such-cxx")
+    ):
         assert build_and_load(spec).value() == 9
     meta_path = prebuilt / "value_mod" / "any-name" / "metadata.json"
     meta = json.loads(meta_path.read_text())
@@ -193,7 +200,9 @@ def test_waiting_on_a_held_lock_is_logged(tmp_path: Path, caplog: pytest.LogCapt
         held.release()
         worker.join(timeout=120)
     assert result == [6]
-    assert any("waiting for lock" in r.message and str(lock_path) in r.message for r in caplog.records)
+    assert any(
+        "waiting for lock" in r.message and str(lock_path) in r.message for r in caplog.records
+    )
 
 
 def test_compile_is_announced_at_info(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -43,5 +43,5 @@ def test_context_from_list_filters_per_spec() -> None:
 
 def test_no_devices_no_list_raises_for_cuda() -> None:
     ctx = ArchContext(requested=(), explicit=False)
-    with pytest.raises(ToolchainError, match="EMBER_CUDA_ARCH_LIST=9.0a"):
+    with pytest.raises(ToolchainError, match=r"EMBER_CUDA_ARCH_LIST=9\.0a"):
         ctx.targets_for("m", ["sm80+"])

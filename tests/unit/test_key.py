@@ -16,7 +16,7 @@ def _spec(root: Path, **kw: object) -> KernelSpec:
     (root / "inc").mkdir(parents=True, exist_ok=True)
     (root / "inc" / "a.h").write_text('#include "b.h"\nint a();\n')
     (root / "inc" / "b.h").write_text("int b();\n")
-    (root / "m.cc").write_text('#include <a.h>\n#include <vector>\nint main(){}\n')
+    (root / "m.cc").write_text("#include <a.h>\n#include <vector>\nint main(){}\n")
     base = dict(uri="m", sources=(root / "m.cc",), toolchain="host", include_dirs=(root / "inc",))
     base.update(kw)
     return KernelSpec(**base)  # type: ignore[arg-type]

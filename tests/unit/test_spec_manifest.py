@@ -39,7 +39,9 @@ def test_spec_rejects_bad_fields(kwargs: dict[str, object], needle: str) -> None
 
 def test_spec_normalises_params_so_equal_specs_hash_equal() -> None:
     a = KernelSpec(uri="m", sources=("x.cc",), toolchain="host", params={"b": 1, "a": "x"})
-    b = KernelSpec(uri="m", sources=(Path("x.cc"),), toolchain="host", params=(("a", "x"), ("b", 1)))
+    b = KernelSpec(
+        uri="m", sources=(Path("x.cc"),), toolchain="host", params=(("a", "x"), ("b", 1))
+    )
     assert a == b and hash(a) == hash(b)
 
 

@@ -20,7 +20,11 @@ inline std::string shape_str(const tvm::ffi::TensorView& t) {
 }
 
 inline std::string dtype_str(DLDataType d) {
-  const char* kind = d.code == kDLFloat ? "float" : d.code == kDLBfloat ? "bfloat" : d.code == kDLInt ? "int" : d.code == kDLUInt ? "uint" : "dtype";
+  const char* kind = d.code == kDLFloat    ? "float"
+                     : d.code == kDLBfloat ? "bfloat"
+                     : d.code == kDLInt    ? "int"
+                     : d.code == kDLUInt   ? "uint"
+                                           : "dtype";
   std::ostringstream os;
   os << kind << static_cast<int>(d.bits);
   if (d.lanes != 1) os << "x" << d.lanes;
