@@ -22,13 +22,15 @@ CXX_SOURCES = $(shell find ember/csrc -type f \
 
 venv: $(VENV)/.stamp
 
-# NOTE: the stamp is written last, so an interrupted install is redone on the next run. A torch
-# requirement with no torch present would pull a multi-GB CUDA build; pinning it here avoids that.
+# NOTE: a torch requirement with no torch present would pull a multi-GB CUDA build, so torch is
+# pinned first; the constraint then holds pip to the torch in place: it fails rather than replace
+# it. The stamp is written last, so an interrupted install is redone on the next run.
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -c 'import torch' 2>/dev/null || $(PIP) install 'torch==$(TORCH_VERSION)'
+	$(PY) -c 'import torch; print(f"torch=={torch.__version__}")' > $(VENV)/torch-constraint.txt
 	$(PIP) install 'setuptools>=68' wheel
-	$(PIP) install --no-build-isolation -e '.[dev]'
+	$(PIP) install --no-build-isolation -c $(VENV)/torch-constraint.txt -e '.[dev]'
 	touch $@
 
 test: venv
