@@ -15,6 +15,7 @@ from ember.errors import (
     ToolchainError,
     UnsupportedError,
 )
+from ember.ops.norm import fused_add_rmsnorm_, rmsnorm
 
 __all__ = [
     "CompileError",
@@ -24,4 +25,6 @@ __all__ = [
     "ToolchainError",
     "UnsupportedError",
     "__version__",
+    "fused_add_rmsnorm_",
+    "rmsnorm",
 ]

@@ -229,6 +229,11 @@ class Knobs:
         type_doc="path", default_doc="`nvcc` on PATH, else `/usr/local/cuda/bin/nvcc`",
         doc="The CUDA compiler.",
     )  # fmt: skip
+    cuda_home: Knob[Path | None] = Knob(
+        "EMBER_CUDA_HOME", _parse_path, _none,
+        type_doc="path", default_doc="beside `nvcc`, else `/usr/local/cuda`",
+        doc="CUDA toolkit root, for its headers in the C++ half of CUDA modules.",
+    )  # fmt: skip
     cxx: Knob[str] = Knob(
         "EMBER_CXX", _parse_str, lambda: "c++",
         type_doc="path", default_doc="`c++`",

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from ember._version import __version__
 from ember.config import knobs
 from ember.errors import CompileError, JitDisabledError, ToolchainError
@@ -155,6 +153,8 @@ def build(r: Resolved) -> Path:
 
 
 def _build_locked(r: Resolved, inputs: KeyInputs, entry: Path) -> Path:
+    import filelock  # NOTE: lazy: it pulls in asyncio (~30 ms), needed only when building.
+
     lock_path = r.workspace.lock_path(r.spec.uri, inputs.key)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(lock_path))

@@ -19,7 +19,7 @@ from ember.jit.spec import KernelSpec
 
 __all__ = ["OP_MODULES", "all_specs", "register", "registered_families"]
 
-OP_MODULES: tuple[str, ...] = ("ember.ops.toy",)
+OP_MODULES: tuple[str, ...] = ("ember.ops.norm", "ember.ops.toy")
 
 SpecGenerator = Callable[[], Iterable[KernelSpec]]
 _GENERATORS: dict[str, SpecGenerator] = {}

@@ -160,6 +160,22 @@ class CudaToolchain(HostToolchain):
     def version(self) -> str:
         return f"nvcc: {probe_version(self.nvcc())}; {super().version()}"
 
+    def cuda_include(self) -> Path:
+        """CUDA's include dir, for the C++ compiler's half of a CUDA module (bindings)."""
+        home = knobs.cuda_home
+        candidates = [home / "include"] if home else []
+        candidates += [self.nvcc().parent.parent / "include", Path("/usr/local/cuda/include")]
+        for c in candidates:
+            if (c / "cuda_runtime_api.h").is_file():
+                return c
+        raise ToolchainError(
+            f"CUDA headers not found in {[str(c) for c in candidates]}; set EMBER_CUDA_HOME"
+        )
+
+    def _cxx_vars(self, spec: KernelSpec, mode: BuildMode) -> list[tuple[str, str]]:
+        (cxx, cxx_cmd), (cflags, flags) = super()._cxx_vars(spec, mode)
+        return [(cxx, cxx_cmd), (cflags, f"{flags} -I{shlex.quote(str(self.cuda_include()))}")]
+
     def compile_rules(
         self, spec: KernelSpec, targets: Sequence[Arch], mode: BuildMode, threads: int
     ) -> BuildPlan:

@@ -66,8 +66,11 @@ inline void expect_contiguous(const char* fn, const char* arg, const tvm::ffi::T
 inline void expect_device(const char* fn, const char* arg, const tvm::ffi::TensorView& t,
                           DLDeviceType want, const char* want_name) {
   if (t.device().device_type != want) {
-    TVM_FFI_THROW(ValueError) << fn << ": `" << arg << "` must be on " << want_name
-                              << ", got device type " << static_cast<int>(t.device().device_type);
+    const int got = static_cast<int>(t.device().device_type);
+    TVM_FFI_THROW(ValueError) << fn << ": `" << arg << "` must be on " << want_name << ", got "
+                              << (got == kDLCPU    ? "cpu"
+                                  : got == kDLCUDA ? "cuda"
+                                                   : "device type " + std::to_string(got));
   }
 }
 

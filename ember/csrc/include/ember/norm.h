@@ -1,0 +1,90 @@
+// RMSNorm family: the host-visible interface between the binding (csrc/ops/norm.cc, compiled by
+// the C++ compiler) and the kernels (csrc/ops/norm_kernels.cu, compiled by nvcc). Keeping the two
+// in separate translation units lets ninja compile them in parallel and keeps the tvm-ffi headers
+// out of nvcc's work. Framework-free: raw pointers and plain integers only (R3.1, R3.2).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ember {
+namespace norm {
+
+// The kernels of one dtype (EMBER_NORM_DTYPE) are compiled into each module; the launchers below
+// are defined in csrc/ops/norm_rmsnorm.cu and csrc/ops/norm_fused.cu.
+
+// Rows of a 2-D [rows, hidden] or 3-D [outer, inner, hidden] tensor whose last dim is contiguous:
+// row r starts at (r / inner) * stride_outer + (r % inner) * stride_inner elements.
+struct RowLayout {
+  int64_t stride_outer;
+  int64_t stride_inner;
+};
+
+struct Problem {
+  int64_t rows;    // outer * inner
+  int64_t inner;   // 1 for 2-D inputs
+  int64_t hidden;  // normalised length
+  float eps;
+};
+
+// The launch plan: elements per vector access, vectors per thread held in registers, threads
+// cooperating on one row, rows per block. Chosen by plan(); the launcher dispatches on it.
+struct LaunchPlan {
+  int vec;
+  int vectors_per_thread;
+  int threads_per_row;
+  int rows_per_block;
+};
+
+// The widest vector (16 bytes) and the largest vectors-per-thread the kernels are compiled for.
+constexpr int kMaxVectorsPerThread = 16;
+constexpr int kMaxThreadsPerRow = 512;
+
+// Plans a launch for rows of `hidden` elements of `elem_bytes` bytes, accessed `vec` elements at
+// a time: 16 / elem_bytes, or 1 for rows that are not 16-byte aligned. Returns false when no
+// compiled variant covers the request (hidden > 16 vectors x 512 threads x vec).
+//
+// NOTE: short rows (<= 128 vectors) use sub-warp groups so that a block holds several rows; long
+// rows use one block per row with at most 256 threads (512 at 16 vectors per thread), so that each
+// thread keeps 1-16 vectors in registers and every row is read from memory exactly once.
+inline bool plan(int64_t hidden, int vec, int elem_bytes, LaunchPlan* out) {
+  const int wide = 16 / elem_bytes;
+  if (hidden < 1 || (vec != wide && vec != 1) || hidden % vec != 0) return false;
+  const int64_t nvec = hidden / vec;
+  LaunchPlan lp{vec, kMaxVectorsPerThread, 32, 1};
+  int64_t threads = (nvec + kMaxVectorsPerThread - 1) / kMaxVectorsPerThread;
+  if (vec != 1 && nvec <= 128) {
+    lp.vectors_per_thread = nvec <= 32 ? 1 : (nvec <= 64 ? 2 : 4);
+    int tpr = 1;
+    while (tpr * lp.vectors_per_thread < nvec) tpr *= 2;
+    lp.threads_per_row = tpr;
+    lp.rows_per_block = 256 / tpr;
+    *out = lp;
+    return true;
+  }
+  if (vec != 1) {
+    for (int nv = 1; nv <= kMaxVectorsPerThread; nv *= 2) {
+      lp.vectors_per_thread = nv;
+      threads = (nvec + nv - 1) / nv;
+      if (threads <= 256) break;
+    }
+  }
+  if (threads > kMaxThreadsPerRow) return false;
+  lp.threads_per_row = static_cast<int>((threads + 31) / 32 * 32);
+  *out = lp;
+  return true;
+}
+
+// out = x * rsqrt(mean(x^2) + eps) * weight, row by row.
+cudaError_t rmsnorm(const void* x, RowLayout x_layout, const void* weight, void* out,
+                    RowLayout out_layout, const Problem& p, const LaunchPlan& lp,
+                    cudaStream_t stream);
+
+// residual = x + residual; x = rmsnorm(residual) * weight, in place.
+cudaError_t fused_add_rmsnorm(void* x, RowLayout x_layout, void* residual,
+                              RowLayout residual_layout, const void* weight, const Problem& p,
+                              const LaunchPlan& lp, cudaStream_t stream);
+
+}  // namespace norm
+}  // namespace ember

@@ -1,0 +1,20 @@
+"""Test support: the one capability helper, fp32 references and per-dtype tolerances (R4.2-R4.6).
+
+``requires`` is the only place that decides whether a test can run on the hardware at hand. It
+skips — never fails — when the GPU is missing or too old; it never skips a supported GPU.
+Compile-only coverage of every supported arch runs on CPU through ``EMBER_CUDA_ARCH_LIST``.
+"""
+
+from __future__ import annotations
+
+from ember.testing.capability import FEATURES, device_capability, requires
+from ember.testing.reference import fused_add_rmsnorm_ref, rmsnorm_ref, tolerances
+
+__all__ = [
+    "FEATURES",
+    "device_capability",
+    "fused_add_rmsnorm_ref",
+    "requires",
+    "rmsnorm_ref",
+    "tolerances",
+]
