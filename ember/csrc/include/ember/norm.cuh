@@ -21,14 +21,49 @@ struct alignas(sizeof(T) * VEC) Vec {
   T v[VEC];
 };
 
+// NOTE: 16-byte vectors move as uint4 so that nvcc emits one 128-bit load/store; a struct of
+// 16-bit elements built element by element was stored as eight 16-bit stores (seen in the PTX).
 template <typename T, int VEC>
 __device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
-  return *reinterpret_cast<const Vec<T, VEC>*>(p);
+  Vec<T, VEC> v;
+  if constexpr (sizeof(Vec<T, VEC>) == 16) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    memcpy(&v, &u, 16);
+  } else {
+    v = *reinterpret_cast<const Vec<T, VEC>*>(p);
+  }
+  return v;
+}
+
+__device__ __forceinline__ uint32_t bits32(float a) { return __float_as_uint(a); }
+__device__ __forceinline__ uint32_t bits16(bfloat16 a) { return a.bits; }
+__device__ __forceinline__ uint32_t bits16(half a) { return a.bits; }
+
+// The 4 32-bit words of a 16-byte vector, built with integer ops so nothing can split them.
+template <typename T, int VEC>
+__device__ __forceinline__ uint4 pack16(const Vec<T, VEC>& v) {
+  if constexpr (sizeof(T) == 4) {
+    return make_uint4(bits32(v.v[0]), bits32(v.v[1]), bits32(v.v[2]), bits32(v.v[3]));
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = bits16(v.v[2 * i]) | (bits16(v.v[2 * i + 1]) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
 }
 
 template <typename T, int VEC>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
-  *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+  if constexpr (sizeof(Vec<T, VEC>) == 16) {
+    // NOTE: explicit 128-bit store; nvcc split a plain uint4 store of 16-bit values into four
+    // st.global.v2.u16 (seen in the PTX).
+    const uint4 u = pack16<T, VEC>(v);
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z),
+                 "r"(u.w)
+                 : "memory");
+  } else {
+    *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+  }
 }
 
 // Sum over the `tpr` threads of a row. tpr <= 32: a power of two, xor shuffles inside the group.
@@ -73,13 +108,19 @@ __global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow
   const T* xr = active ? x.row(r, p.inner) : nullptr;
   T* rr = (FUSED && active) ? residual.row(r, p.inner) : nullptr;
 
+  // NOTE: up to 8 vectors per thread the weights are loaded with the row, before the reduction,
+  // so their memory latency overlaps it instead of following it (decode-sized calls are latency
+  // bound); at 16 vectors per thread registers are too scarce and they are loaded afterwards.
+  constexpr bool kEarlyWeight = NV <= 8;
   Vec<T, VEC> vals[NV];
+  Vec<T, VEC> wvals[kEarlyWeight ? NV : 1];
   float sumsq = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
     if (active && idx < nvec) {
       vals[k] = load_vec<T, VEC>(xr + idx * VEC);
+      if constexpr (kEarlyWeight) wvals[k] = load_vec<T, VEC>(weight + idx * VEC);
       if constexpr (FUSED) {
         Vec<T, VEC> rv = load_vec<T, VEC>(rr + idx * VEC);
 #pragma unroll
@@ -104,7 +145,12 @@ __global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow
   for (int k = 0; k < NV; ++k) {
     const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
     if (idx < nvec) {
-      const Vec<T, VEC> wv = load_vec<T, VEC>(weight + idx * VEC);
+      Vec<T, VEC> wv;
+      if constexpr (kEarlyWeight) {
+        wv = wvals[k];
+      } else {
+        wv = load_vec<T, VEC>(weight + idx * VEC);
+      }
       Vec<T, VEC> ov;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
