@@ -1,4 +1,4 @@
-"""The ``ember`` command: ``env``, ``doctor``, ``cache list|inspect|clear``, ``precompile``.
+"""The ``ember`` command: ``env``, ``doctor``, ``cache``, ``precompile``, ``bench``.
 
 Everything here prints; library code logs. Each subcommand returns an exit status.
 """
@@ -299,6 +299,24 @@ def cmd_precompile(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ember.bench import main as bench_main
+
+    quiet = ["-q"] if args.quiet else []
+    return bench_main([*quiet, *args.bench_argv], prog="ember bench")
+
+
+def _split_bench(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
+    """``(ember options + ["bench"], bench argv)`` when the subcommand is ``bench``, else None.
+
+    Top-level options take no value, so the first word not starting with ``-`` is the subcommand.
+    """
+    for i, word in enumerate(argv):
+        if not word.startswith("-"):
+            return ([*argv[:i], word], list(argv[i + 1 :])) if word == "bench" else None
+    return None
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ember", description=__doc__)
     p.add_argument("--version", action="version", version=f"ember {__version__}")
@@ -328,11 +346,22 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--ops", default=None, help="glob over uris or families, e.g. 'toy*'")
     pre.add_argument("--arch", default=None, help="target list, e.g. '9.0a' or '8.0 9.0a'")
     pre.set_defaults(fn=cmd_precompile)
+    # NOTE: everything after `bench` goes to ember.bench unparsed (see main): one parser owns
+    # the bench options, `ember bench ...` == `python -m ember.bench ...`.
+    sub.add_parser(
+        "bench",
+        add_help=False,
+        help="benchmark harness: routines x backends, reference-checked (ember bench --help)",
+    ).set_defaults(fn=cmd_bench)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    split = _split_bench(argv)
+    args = _parser().parse_args(split[0] if split else argv)
+    if split:
+        args.bench_argv = split[1]
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     logging.getLogger("ember").setLevel(logging.WARNING if args.quiet else logging.INFO)
     try:
