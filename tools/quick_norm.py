@@ -113,7 +113,19 @@ def main() -> None:
     # host time per eager call of a tiny allocating rmsnorm
     x = torch.randn(4, 128, device="cuda").to(dt)
     w = torch.randn(128, device="cuda").to(dt)
-    cands = {"ember.rmsnorm": lambda: ember.rmsnorm(x, w), "torch x+x": lambda: x + x}
+    from ember.ops import norm as _norm
+
+    fns = _norm._functions(x, "probe")
+    out = torch.empty_like(x)
+    cands = {
+        "ember.rmsnorm": lambda: ember.rmsnorm(x, w),
+        "ember.rmsnorm(out=)": lambda: ember.rmsnorm(x, w, out=out),
+        "ffi rmsnorm(out)": lambda: fns.rmsnorm(x, w, out, 1e-6),
+        "ffi rmsnorm_alloc": lambda: fns.rmsnorm_alloc(x, w, 1e-6),
+        "ffi plan_for": lambda: fns.plan_for(128, True),
+        "torch.empty_like": lambda: torch.empty_like(x),
+        "torch x+x": lambda: x + x,
+    }
     try:
         import flashinfer
 

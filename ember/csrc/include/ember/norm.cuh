@@ -21,25 +21,25 @@ struct alignas(sizeof(T) * VEC) Vec {
   T v[VEC];
 };
 
-// NOTE: 16-byte vectors move as uint4 so that nvcc emits one 128-bit load/store; a struct of
-// 16-bit elements built element by element was stored as eight 16-bit stores (seen in the PTX).
-template <typename T, int VEC>
-__device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
-  Vec<T, VEC> v;
-  if constexpr (sizeof(Vec<T, VEC>) == 16) {
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    memcpy(&v, &u, 16);
-  } else {
-    v = *reinterpret_cast<const Vec<T, VEC>*>(p);
-  }
-  return v;
-}
+// Tuning switches, fixed by measurement (docs/perf/notes/norm.md); the defaults are the choice.
+// EMBER_NORM_STORE: 0 struct store, 1 packed uint4 store, 2 st.global.v4 (asm, memory clobber),
+// 3 st.global.v4 (asm, no clobber).
+// EMBER_NORM_CACHE: 0 default caching, 1 streaming (evict-first) loads of x and stores of out.
+#ifndef EMBER_NORM_STORE
+#define EMBER_NORM_STORE 1
+#endif
+#ifndef EMBER_NORM_CACHE
+#define EMBER_NORM_CACHE 0
+#endif
+#ifndef EMBER_NORM_EARLY_WEIGHT
+#define EMBER_NORM_EARLY_WEIGHT 1
+#endif
 
 __device__ __forceinline__ uint32_t bits32(float a) { return __float_as_uint(a); }
 __device__ __forceinline__ uint32_t bits16(bfloat16 a) { return a.bits; }
 __device__ __forceinline__ uint32_t bits16(half a) { return a.bits; }
 
-// The 4 32-bit words of a 16-byte vector, built with integer ops so nothing can split them.
+// The 4 32-bit words of a 16-byte vector, built with integer ops.
 template <typename T, int VEC>
 __device__ __forceinline__ uint4 pack16(const Vec<T, VEC>& v) {
   if constexpr (sizeof(T) == 4) {
@@ -52,15 +52,43 @@ __device__ __forceinline__ uint4 pack16(const Vec<T, VEC>& v) {
   }
 }
 
-template <typename T, int VEC>
-__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
+// `stream`: data touched once (x, out), loaded/stored evict-first when EMBER_NORM_CACHE=1.
+template <typename T, int VEC, bool kStream = false>
+__device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
+  Vec<T, VEC> v;
   if constexpr (sizeof(Vec<T, VEC>) == 16) {
-    // NOTE: explicit 128-bit store; nvcc split a plain uint4 store of 16-bit values into four
-    // st.global.v2.u16 (seen in the PTX).
+    uint4 u;
+    if constexpr (kStream && EMBER_NORM_CACHE == 1) {
+      u = __ldcs(reinterpret_cast<const uint4*>(p));
+    } else {
+      u = *reinterpret_cast<const uint4*>(p);
+    }
+    memcpy(&v, &u, 16);
+  } else {
+    v = *reinterpret_cast<const Vec<T, VEC>*>(p);
+  }
+  return v;
+}
+
+template <typename T, int VEC, bool kStream = false>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
+  if constexpr (sizeof(Vec<T, VEC>) == 16 && EMBER_NORM_STORE != 0) {
     const uint4 u = pack16<T, VEC>(v);
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z),
-                 "r"(u.w)
-                 : "memory");
+    if constexpr (EMBER_NORM_STORE == 2) {
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
+                   "r"(u.z), "r"(u.w)
+                   : "memory");
+    } else if constexpr (EMBER_NORM_STORE == 3 && kStream && EMBER_NORM_CACHE == 1) {
+      asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
+                   "r"(u.z), "r"(u.w));
+    } else if constexpr (EMBER_NORM_STORE == 3) {
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
+                   "r"(u.z), "r"(u.w));
+    } else if constexpr (kStream && EMBER_NORM_CACHE == 1) {
+      __stcs(reinterpret_cast<uint4*>(p), u);
+    } else {
+      *reinterpret_cast<uint4*>(p) = u;
+    }
   } else {
     *reinterpret_cast<Vec<T, VEC>*>(p) = v;
   }
@@ -98,7 +126,8 @@ struct Rows {
 // Rows stay in registers as loaded (16 bytes = 4 registers per vector whatever the dtype), so
 // 16 vectors per thread fit without spills at 512 threads.
 template <typename T, int VEC, int NV, bool FUSED>
-__global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow : 256)
+__global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow
+                                                              : EMBER_NORM_ROW_THREADS)
     rmsnorm_kernel(Rows<const T> x, Rows<T> residual, const T* __restrict__ weight, Rows<T> out,
                    Problem p, int tpr, int rows_per_block) {
   const int lane = threadIdx.x % tpr;
@@ -108,27 +137,42 @@ __global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow
   const T* xr = active ? x.row(r, p.inner) : nullptr;
   T* rr = (FUSED && active) ? residual.row(r, p.inner) : nullptr;
 
-  // NOTE: up to 8 vectors per thread the weights are loaded with the row, before the reduction,
-  // so their memory latency overlaps it instead of following it (decode-sized calls are latency
-  // bound); at 16 vectors per thread registers are too scarce and they are loaded afterwards.
-  constexpr bool kEarlyWeight = NV <= 8;
+  // NOTE: every load of the row is issued before any arithmetic or store (phase 1), so each thread
+  // has all its vectors in flight at once; loads interleaved with the residual stores could not be
+  // hoisted past them (the compiler cannot rule out aliasing) and serialised on memory latency.
+  // With EMBER_NORM_EARLY_WEIGHT the weights join phase 1 (up to 8 vectors per thread), which
+  // hides their latency behind the row's for decode-sized, latency-bound calls.
+  constexpr bool kEarlyWeight = EMBER_NORM_EARLY_WEIGHT && NV <= 8;
   Vec<T, VEC> vals[NV];
+  constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
+  Vec<T, VEC> res[kResidualEarly ? NV : 1];
   Vec<T, VEC> wvals[kEarlyWeight ? NV : 1];
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
+    if (active && idx < nvec) {
+      vals[k] = load_vec<T, VEC, true>(xr + idx * VEC);
+      if constexpr (kResidualEarly) res[k] = load_vec<T, VEC>(rr + idx * VEC);
+      if constexpr (kEarlyWeight) wvals[k] = load_vec<T, VEC>(weight + idx * VEC);
+    }
+  }
   float sumsq = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
     if (active && idx < nvec) {
-      vals[k] = load_vec<T, VEC>(xr + idx * VEC);
-      if constexpr (kEarlyWeight) wvals[k] = load_vec<T, VEC>(weight + idx * VEC);
       if constexpr (FUSED) {
-        Vec<T, VEC> rv = load_vec<T, VEC>(rr + idx * VEC);
+        Vec<T, VEC> rv;
+        if constexpr (kResidualEarly) {
+          rv = res[k];
+        } else {
+          rv = load_vec<T, VEC>(rr + idx * VEC);
+        }
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          rv.v[j] = from_float<T>(to_float(vals[k].v[j]) + to_float(rv.v[j]));
+          vals[k].v[j] = from_float<T>(to_float(vals[k].v[j]) + to_float(rv.v[j]));
         }
-        store_vec<T, VEC>(rr + idx * VEC, rv);
-        vals[k] = rv;
+        store_vec<T, VEC>(rr + idx * VEC, vals[k]);
       }
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -156,7 +200,7 @@ __global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow
       for (int j = 0; j < VEC; ++j) {
         ov.v[j] = from_float<T>(to_float(vals[k].v[j]) * rstd * to_float(wv.v[j]));
       }
-      store_vec<T, VEC>(orow + idx * VEC, ov);
+      store_vec<T, VEC, true>(orow + idx * VEC, ov);
     }
   }
 }

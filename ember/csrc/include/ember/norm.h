@@ -48,6 +48,10 @@ constexpr int kMaxThreadsPerRow = 512;
 // NOTE: short rows (<= 128 vectors) use sub-warp groups so that a block holds several rows; long
 // rows use one block per row with at most 256 threads (512 at 16 vectors per thread), so that each
 // thread keeps 1-16 vectors in registers and every row is read from memory exactly once.
+#ifndef EMBER_NORM_ROW_THREADS
+#define EMBER_NORM_ROW_THREADS 256  // threads per long row (<= 512); see docs/perf/notes/norm.md
+#endif
+
 inline bool plan(int64_t hidden, int vec, int elem_bytes, LaunchPlan* out) {
   const int wide = 16 / elem_bytes;
   if (hidden < 1 || (vec != wide && vec != 1) || hidden % vec != 0) return false;
@@ -67,7 +71,7 @@ inline bool plan(int64_t hidden, int vec, int elem_bytes, LaunchPlan* out) {
     for (int nv = 1; nv <= kMaxVectorsPerThread; nv *= 2) {
       lp.vectors_per_thread = nv;
       threads = (nvec + nv - 1) / nv;
-      if (threads <= 256) break;
+      if (threads <= EMBER_NORM_ROW_THREADS) break;
     }
   }
   if (threads > kMaxThreadsPerRow) return false;
