@@ -133,10 +133,11 @@ def fused_add_rmsnorm_(x: Any, residual: Any, weight: Any, eps: float = 1e-6) ->
     fns.fused_add_rmsnorm(x, residual, weight, eps)
 
 
-def plan_for(dtype: Any, hidden: int, *, aligned: bool = True) -> tuple[int, ...]:
-    """The launch plan for a hidden size: (vec, vectors/thread, threads/row, rows/block).
+def plan_for(dtype: Any, hidden: int, rows: int = 8192, *, aligned: bool = True) -> tuple[int, ...]:
+    """The launch plan for ``rows`` rows of a hidden size.
 
-    Empty when the hidden size is unsupported. For tests and the benchmark harness.
+    ``(vec, vectors per thread, threads per row, rows per block)``; empty when unsupported. For
+    tests and the benchmark harness.
     """
 
     class _Probe:
@@ -144,4 +145,4 @@ def plan_for(dtype: Any, hidden: int, *, aligned: bool = True) -> tuple[int, ...
 
     probe = _Probe()
     probe.dtype = dtype  # type: ignore[attr-defined]
-    return tuple(_functions(probe, "plan_for").plan_for(hidden, aligned))
+    return tuple(_functions(probe, "plan_for").plan_for(hidden, rows, aligned))

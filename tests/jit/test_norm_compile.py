@@ -65,28 +65,31 @@ def test_uris_are_deterministic_and_distinct() -> None:
 
 
 @pytest.mark.parametrize(
-    ("dtype", "hidden", "aligned", "plan"),
+    ("dtype", "hidden", "rows", "aligned", "plan"),
     [
-        (torch.bfloat16, 64, True, (8, 1, 8, 32)),
-        (torch.bfloat16, 128, True, (8, 1, 16, 16)),
-        (torch.bfloat16, 4096, True, (8, 2, 256, 1)),
-        (torch.bfloat16, 5120, True, (8, 4, 160, 1)),
-        (torch.bfloat16, 7168, True, (8, 4, 224, 1)),
-        (torch.bfloat16, 8192, True, (8, 4, 256, 1)),
-        (torch.bfloat16, 16384, True, (8, 8, 256, 1)),
-        (torch.bfloat16, 65536, True, (8, 16, 512, 1)),
-        (torch.float32, 8192, True, (4, 8, 256, 1)),
-        (torch.bfloat16, 100, True, (1, 16, 32, 1)),
-        (torch.bfloat16, 4096, False, (1, 16, 256, 1)),
-        (torch.bfloat16, 65537, True, ()),
-        (torch.bfloat16, 8200, False, ()),
-        (torch.float32, 65536, True, ()),
+        (torch.bfloat16, 64, 8192, True, (8, 1, 8, 32)),
+        (torch.bfloat16, 128, 8192, True, (8, 1, 16, 16)),
+        (torch.bfloat16, 4096, 8192, True, (8, 4, 128, 1)),
+        (torch.bfloat16, 4096, 64, True, (8, 2, 256, 1)),
+        (torch.bfloat16, 5120, 8192, True, (8, 4, 160, 1)),
+        (torch.bfloat16, 5120, 1, True, (8, 2, 320, 1)),
+        (torch.bfloat16, 7168, 8192, True, (8, 4, 224, 1)),
+        (torch.bfloat16, 8192, 8192, True, (8, 4, 256, 1)),
+        (torch.bfloat16, 16384, 8192, True, (8, 4, 512, 1)),
+        (torch.bfloat16, 32768, 8192, True, (8, 8, 512, 1)),
+        (torch.bfloat16, 65536, 8192, True, (8, 16, 512, 1)),
+        (torch.float32, 8192, 8192, True, (4, 4, 512, 1)),
+        (torch.bfloat16, 100, 8192, True, (1, 16, 32, 1)),
+        (torch.bfloat16, 4096, 8192, False, (1, 16, 256, 1)),
+        (torch.bfloat16, 65537, 8192, True, ()),
+        (torch.bfloat16, 8200, 8192, False, ()),
+        (torch.float32, 65536, 8192, True, ()),
     ],
 )
 def test_dispatch_plans_are_explicit(
-    dtype: torch.dtype, hidden: int, aligned: bool, plan: tuple[int, ...]
+    dtype: torch.dtype, hidden: int, rows: int, aligned: bool, plan: tuple[int, ...]
 ) -> None:
-    assert norm.plan_for(dtype, hidden, aligned=aligned) == plan
+    assert norm.plan_for(dtype, hidden, rows, aligned=aligned) == plan
 
 
 def _bf16(*shape: int) -> torch.Tensor:

@@ -82,8 +82,9 @@ n::LaunchPlan validate(const char* fn, const TensorView& x, const TensorView& we
   if (!(eps >= 0.0)) TVM_FFI_THROW(ValueError) << fn << ": `eps` must be >= 0, got " << eps;
   const bool wide =
       hidden % kWide == 0 && rows_vectorizable(x) && rows_vectorizable(other) && aligned16(weight);
+  const int64_t rows = hidden > 0 ? x.numel() / hidden : 0;
   n::LaunchPlan lp{};
-  if (!n::plan(hidden, wide ? kWide : 1, kElemBytes, &lp)) {
+  if (!n::plan(hidden, rows, wide ? kWide : 1, kElemBytes, &lp)) {
     TVM_FFI_THROW(ValueError) << fn << ": hidden size " << hidden << " is not supported: at most "
                               << n::kMaxVectorsPerThread * n::kMaxThreadsPerRow * kWide
                               << " when rows are 16-byte aligned and a multiple of " << kWide
@@ -95,8 +96,7 @@ n::LaunchPlan validate(const char* fn, const TensorView& x, const TensorView& we
   b::expect_same_device(fn, "weight", weight, "x", x);
   b::expect_same_device(fn, other_name, other, "x", x);
   const int64_t inner = x.ndim() == 3 ? x.shape()[1] : 1;
-  *p = n::Problem{x.numel() / (hidden > 0 ? hidden : 1), inner > 0 ? inner : 1, hidden,
-                  static_cast<float>(eps)};
+  *p = n::Problem{rows, inner > 0 ? inner : 1, hidden, static_cast<float>(eps)};
   return lp;
 }
 
@@ -157,12 +157,12 @@ void fused_add_rmsnorm(TensorView x, TensorView residual, TensorView weight, dou
                                         data(weight), p, lp, stream_of(x)));
 }
 
-// The plan chosen for a hidden size, for tests and the bench harness: (vec, vectors per thread,
-// threads per row, rows per block), or an empty result when unsupported.
-tvm::ffi::Array<int64_t> plan_for(int64_t hidden, bool aligned) {
+// The plan chosen for `rows` rows of a hidden size, for tests and the bench harness: (vec, vectors
+// per thread, threads per row, rows per block), or an empty result when unsupported.
+tvm::ffi::Array<int64_t> plan_for(int64_t hidden, int64_t rows, bool aligned) {
   n::LaunchPlan lp{};
   const bool wide = aligned && hidden % kWide == 0;
-  if (!n::plan(hidden, wide ? kWide : 1, kElemBytes, &lp)) return {};
+  if (!n::plan(hidden, rows, wide ? kWide : 1, kElemBytes, &lp)) return {};
   return {lp.vec, lp.vectors_per_thread, lp.threads_per_row, lp.rows_per_block};
 }
 

@@ -21,20 +21,6 @@ struct alignas(sizeof(T) * VEC) Vec {
   T v[VEC];
 };
 
-// Tuning switches, fixed by measurement (docs/perf/notes/norm.md); the defaults are the choice.
-// EMBER_NORM_STORE: 0 struct store, 1 packed uint4 store, 2 st.global.v4 (asm, memory clobber),
-// 3 st.global.v4 (asm, no clobber).
-// EMBER_NORM_CACHE: 0 default caching, 1 streaming (evict-first) loads of x and stores of out.
-#ifndef EMBER_NORM_STORE
-#define EMBER_NORM_STORE 1
-#endif
-#ifndef EMBER_NORM_CACHE
-#define EMBER_NORM_CACHE 0
-#endif
-#ifndef EMBER_NORM_EARLY_WEIGHT
-#define EMBER_NORM_EARLY_WEIGHT 1
-#endif
-
 __device__ __forceinline__ uint32_t bits32(float a) { return __float_as_uint(a); }
 __device__ __forceinline__ uint32_t bits16(bfloat16 a) { return a.bits; }
 __device__ __forceinline__ uint32_t bits16(half a) { return a.bits; }
@@ -52,17 +38,11 @@ __device__ __forceinline__ uint4 pack16(const Vec<T, VEC>& v) {
   }
 }
 
-// `stream`: data touched once (x, out), loaded/stored evict-first when EMBER_NORM_CACHE=1.
-template <typename T, int VEC, bool kStream = false>
+template <typename T, int VEC>
 __device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
   Vec<T, VEC> v;
   if constexpr (sizeof(Vec<T, VEC>) == 16) {
-    uint4 u;
-    if constexpr (kStream && EMBER_NORM_CACHE == 1) {
-      u = __ldcs(reinterpret_cast<const uint4*>(p));
-    } else {
-      u = *reinterpret_cast<const uint4*>(p);
-    }
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
     memcpy(&v, &u, 16);
   } else {
     v = *reinterpret_cast<const Vec<T, VEC>*>(p);
@@ -70,22 +50,17 @@ __device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
   return v;
 }
 
-template <typename T, int VEC, bool kStream = false>
+// kExplicit: one st.global.v4 whatever the compiler thinks of the 16-bit lanes. nvcc otherwise
+// emits four 32-bit stores (seen in the SASS); forcing the 128-bit store made plain rmsnorm 2-7 %
+// faster but the fused kernel, whose residual stores sit between loads, 25 % slower (volatile asm
+// pins their order), so only the final output store of plain rmsnorm uses it.
+template <typename T, int VEC, bool kExplicit = false>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
-  if constexpr (sizeof(Vec<T, VEC>) == 16 && EMBER_NORM_STORE != 0) {
+  if constexpr (sizeof(Vec<T, VEC>) == 16) {
     const uint4 u = pack16<T, VEC>(v);
-    if constexpr (EMBER_NORM_STORE == 2) {
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
-                   "r"(u.z), "r"(u.w)
-                   : "memory");
-    } else if constexpr (EMBER_NORM_STORE == 3 && kStream && EMBER_NORM_CACHE == 1) {
-      asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
-                   "r"(u.z), "r"(u.w));
-    } else if constexpr (EMBER_NORM_STORE == 3) {
+    if constexpr (kExplicit) {
       asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
                    "r"(u.z), "r"(u.w));
-    } else if constexpr (kStream && EMBER_NORM_CACHE == 1) {
-      __stcs(reinterpret_cast<uint4*>(p), u);
     } else {
       *reinterpret_cast<uint4*>(p) = u;
     }
@@ -117,6 +92,7 @@ struct Rows {
   T* base;
   RowLayout layout;
   __device__ __forceinline__ T* row(int64_t r, int64_t inner) const {
+    if (inner == 1) return base + r * layout.stride_outer;  // NOTE: skips a 64-bit division.
     const int64_t o = r / inner;
     return base + o * layout.stride_outer + (r - o * inner) * layout.stride_inner;
   }
@@ -126,8 +102,7 @@ struct Rows {
 // Rows stay in registers as loaded (16 bytes = 4 registers per vector whatever the dtype), so
 // 16 vectors per thread fit without spills at 512 threads.
 template <typename T, int VEC, int NV, bool FUSED>
-__global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow
-                                                              : EMBER_NORM_ROW_THREADS)
+__global__ void __launch_bounds__(kMaxThreadsPerRow)
     rmsnorm_kernel(Rows<const T> x, Rows<T> residual, const T* __restrict__ weight, Rows<T> out,
                    Problem p, int tpr, int rows_per_block) {
   const int lane = threadIdx.x % tpr;
@@ -137,23 +112,20 @@ __global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow
   const T* xr = active ? x.row(r, p.inner) : nullptr;
   T* rr = (FUSED && active) ? residual.row(r, p.inner) : nullptr;
 
-  // NOTE: every load of the row is issued before any arithmetic or store (phase 1), so each thread
-  // has all its vectors in flight at once; loads interleaved with the residual stores could not be
-  // hoisted past them (the compiler cannot rule out aliasing) and serialised on memory latency.
-  // With EMBER_NORM_EARLY_WEIGHT the weights join phase 1 (up to 8 vectors per thread), which
-  // hides their latency behind the row's for decode-sized, latency-bound calls.
-  constexpr bool kEarlyWeight = EMBER_NORM_EARLY_WEIGHT && NV <= 8;
-  Vec<T, VEC> vals[NV];
+  // NOTE: every load of the row is issued before any arithmetic or store, so each thread has all
+  // its vectors in flight at once; loads interleaved with the residual stores could not be hoisted
+  // past them (the compiler cannot rule out aliasing) and serialised on memory latency: 2.7 ->
+  // 3.6 TB/s on 8192x8192 bf16. Weights are loaded after the reduction: loading them with the row
+  // measured up to 2x slower (docs/perf/notes/norm.md).
   constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
+  Vec<T, VEC> vals[NV];
   Vec<T, VEC> res[kResidualEarly ? NV : 1];
-  Vec<T, VEC> wvals[kEarlyWeight ? NV : 1];
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
     if (active && idx < nvec) {
-      vals[k] = load_vec<T, VEC, true>(xr + idx * VEC);
+      vals[k] = load_vec<T, VEC>(xr + idx * VEC);
       if constexpr (kResidualEarly) res[k] = load_vec<T, VEC>(rr + idx * VEC);
-      if constexpr (kEarlyWeight) wvals[k] = load_vec<T, VEC>(weight + idx * VEC);
     }
   }
   float sumsq = 0.f;
@@ -189,18 +161,13 @@ __global__ void __launch_bounds__(NV == kMaxVectorsPerThread ? kMaxThreadsPerRow
   for (int k = 0; k < NV; ++k) {
     const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
     if (idx < nvec) {
-      Vec<T, VEC> wv;
-      if constexpr (kEarlyWeight) {
-        wv = wvals[k];
-      } else {
-        wv = load_vec<T, VEC>(weight + idx * VEC);
-      }
+      const Vec<T, VEC> wv = load_vec<T, VEC>(weight + idx * VEC);
       Vec<T, VEC> ov;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         ov.v[j] = from_float<T>(to_float(vals[k].v[j]) * rstd * to_float(wv.v[j]));
       }
-      store_vec<T, VEC, true>(orow + idx * VEC, ov);
+      store_vec<T, VEC, !FUSED>(orow + idx * VEC, ov);
     }
   }
 }

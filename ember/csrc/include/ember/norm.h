@@ -40,19 +40,19 @@ struct LaunchPlan {
 // The widest vector (16 bytes) and the largest vectors-per-thread the kernels are compiled for.
 constexpr int kMaxVectorsPerThread = 16;
 constexpr int kMaxThreadsPerRow = 512;
+// Up to this many rows a call counts as decode-sized (latency bound): about two rows per SM.
+constexpr int64_t kFewRows = 256;
 
-// Plans a launch for rows of `hidden` elements of `elem_bytes` bytes, accessed `vec` elements at
-// a time: 16 / elem_bytes, or 1 for rows that are not 16-byte aligned. Returns false when no
-// compiled variant covers the request (hidden > 16 vectors x 512 threads x vec).
+// Plans a launch for `rows` rows of `hidden` elements of `elem_bytes` bytes, accessed `vec`
+// elements at a time: 16 / elem_bytes, or 1 for rows that are not 16-byte aligned. Returns false
+// when no compiled variant covers the request (hidden > 16 vectors x 512 threads x vec).
 //
-// NOTE: short rows (<= 128 vectors) use sub-warp groups so that a block holds several rows; long
-// rows use one block per row with at most 256 threads (512 at 16 vectors per thread), so that each
-// thread keeps 1-16 vectors in registers and every row is read from memory exactly once.
-#ifndef EMBER_NORM_ROW_THREADS
-#define EMBER_NORM_ROW_THREADS 256  // threads per long row (<= 512); see docs/perf/notes/norm.md
-#endif
-
-inline bool plan(int64_t hidden, int vec, int elem_bytes, LaunchPlan* out) {
+// NOTE (measured on H200, docs/perf/notes/norm.md): short rows (<= 128 vectors) use sub-warp
+// groups so a block holds several rows. Long rows use one block per row holding the whole row in
+// registers: 4 vectors per thread when there are many rows (8192x4096: 128 threads beat 256 by
+// 12 %; 8192x16384: 512 beat 256 by 11 %), 2 when there are few (decode: more threads, shorter
+// per-thread chains), more only when 512 threads would not cover the row.
+inline bool plan(int64_t hidden, int64_t rows, int vec, int elem_bytes, LaunchPlan* out) {
   const int wide = 16 / elem_bytes;
   if (hidden < 1 || (vec != wide && vec != 1) || hidden % vec != 0) return false;
   const int64_t nvec = hidden / vec;
@@ -68,10 +68,10 @@ inline bool plan(int64_t hidden, int vec, int elem_bytes, LaunchPlan* out) {
     return true;
   }
   if (vec != 1) {
-    for (int nv = 1; nv <= kMaxVectorsPerThread; nv *= 2) {
+    for (int nv = rows <= kFewRows ? 2 : 4; nv <= kMaxVectorsPerThread; nv *= 2) {
       lp.vectors_per_thread = nv;
       threads = (nvec + nv - 1) / nv;
-      if (threads <= EMBER_NORM_ROW_THREADS) break;
+      if (threads <= kMaxThreadsPerRow) break;
     }
   }
   if (threads > kMaxThreadsPerRow) return false;
