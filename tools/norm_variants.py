@@ -38,7 +38,9 @@ def bench(fn, sets, graph):
         with torch.cuda.graph(g):
             for k in range(32):
                 fn(*sets[k % len(sets)])
-        return triton.testing.do_bench(g.replay, warmup=30, rep=200, return_mode="median") / 32 * 1e3
+        return (
+            triton.testing.do_bench(g.replay, warmup=30, rep=200, return_mode="median") / 32 * 1e3
+        )
     i = [0]
 
     def step():
@@ -51,15 +53,20 @@ def bench(fn, sets, graph):
 def main() -> None:
     dt = torch.bfloat16
     base = norm_spec("bf16")
-    rows = []
     for name, flags in VARIANTS.items():
         fl = tuple(flags.split())
-        spec = dataclasses.replace(base, uri=f"normx_{name}", cflags=base.cflags + fl, cuda_cflags=base.cuda_cflags + fl)
+        spec = dataclasses.replace(
+            base, uri=f"normx_{name}", cflags=base.cflags + fl, cuda_cflags=base.cuda_cflags + fl
+        )
         mod = build_and_load(spec)
         if name == "s1e0":
             so = resolve(spec).entry / f"{spec.uri}.so"
-            sass = subprocess.run(["cuobjdump", "-sass", str(so)], capture_output=True, text=True).stdout
-            import collections, re
+            sass = subprocess.run(
+                ["cuobjdump", "-sass", str(so)], capture_output=True, text=True
+            ).stdout
+            import collections
+            import re
+
             c = collections.Counter(re.findall(r"\b(STG\.E[.\w]*|LDG\.E[.\w]*)", sass))
             print("SASS s1e0:", dict(c))
         line = [name]
@@ -67,24 +74,46 @@ def main() -> None:
             nbytes = t * h * 2
             k = max(1, min(64, (3 * (60 << 20)) // nbytes + 1))
             w = torch.randn(h, device="cuda").to(dt)
-            sets = [(torch.randn(t, h, device="cuda").to(dt), w, torch.empty(t, h, device="cuda", dtype=dt), 1e-6) for _ in range(k)]
+            sets = [
+                (
+                    torch.randn(t, h, device="cuda").to(dt),
+                    w,
+                    torch.empty(t, h, device="cuda", dtype=dt),
+                    1e-6,
+                )
+                for _ in range(k)
+            ]
             x, _, o, _ = sets[0]
             o.fill_(float("nan"))
             mod.rmsnorm(x, w, o, 1e-6)
             ok = torch.allclose(o.float(), rmsnorm_ref(x, w).float(), rtol=1.6e-2, atol=1.6e-2)
             us = bench(mod.rmsnorm, sets, graph=(t * h <= 128 * 8192))
-            line.append(f"{t}x{h}:{us:.2f}us/{(2 * nbytes) / us / 1e3:.0f}GB/s{'' if ok else '!BAD'}")
+            line.append(
+                f"{t}x{h}:{us:.2f}us/{(2 * nbytes) / us / 1e3:.0f}GB/s{'' if ok else '!BAD'}"
+            )
         for t, h in [(8192, 8192), (8192, 16384), (64, 4096)]:
             nbytes = t * h * 2
             k = max(1, min(64, (3 * (60 << 20)) // (2 * nbytes) + 1))
             w = torch.randn(h, device="cuda").to(dt)
-            sets = [(torch.randn(t, h, device="cuda").to(dt), torch.randn(t, h, device="cuda").to(dt), w, 1e-6) for _ in range(k)]
+            sets = [
+                (
+                    torch.randn(t, h, device="cuda").to(dt),
+                    torch.randn(t, h, device="cuda").to(dt),
+                    w,
+                    1e-6,
+                )
+                for _ in range(k)
+            ]
             x0, r0 = sets[0][0].clone(), sets[0][1].clone()
             wx, wr = fused_add_rmsnorm_ref(x0, r0, w)
             mod.fused_add_rmsnorm(x0, r0, w, 1e-6)
-            ok = torch.allclose(x0.float(), wx.float(), rtol=1.6e-2, atol=1.6e-2) and torch.equal(r0, wr)
+            ok = torch.allclose(x0.float(), wx.float(), rtol=1.6e-2, atol=1.6e-2) and torch.equal(
+                r0, wr
+            )
             us = bench(mod.fused_add_rmsnorm, sets, graph=(t * h <= 128 * 8192))
-            line.append(f"F{t}x{h}:{us:.2f}us/{(4 * nbytes) / us / 1e3:.0f}GB/s{'' if ok else '!BAD'}")
+            line.append(
+                f"F{t}x{h}:{us:.2f}us/{(4 * nbytes) / us / 1e3:.0f}GB/s{'' if ok else '!BAD'}"
+            )
         print("  ".join(line), flush=True)
 
 
