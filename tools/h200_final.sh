@@ -5,7 +5,10 @@ set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
 git rev-parse --short HEAD 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "== variant sweep (decode-sized early weights)"
+python3 tools/norm_variants.py 2>&1 | tee $OUT/variants.txt
 echo "== cold compile (fresh caches)"
+export EMBER_CACHE_DIR=/tmp/ember-cache-cold
 python3 - <<'PY' 2>&1 | tee $OUT/compile.txt
 import time, torch, tvm_ffi
 from ember.jit import build_and_load

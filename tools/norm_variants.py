@@ -17,17 +17,11 @@ from ember.ops.norm import norm_spec
 from ember.testing import fused_add_rmsnorm_ref, rmsnorm_ref
 
 VARIANTS = {
-    "s1e0": "-DEMBER_NORM_STORE=1 -DEMBER_NORM_EARLY_WEIGHT=0",
-    "s1e1": "-DEMBER_NORM_STORE=1 -DEMBER_NORM_EARLY_WEIGHT=1",
-    "s3e0": "-DEMBER_NORM_STORE=3 -DEMBER_NORM_EARLY_WEIGHT=0",
-    "s3e1": "-DEMBER_NORM_STORE=3 -DEMBER_NORM_EARLY_WEIGHT=1",
-    "s1e0c1": "-DEMBER_NORM_STORE=1 -DEMBER_NORM_EARLY_WEIGHT=0 -DEMBER_NORM_CACHE=1",
-    "s1e0t512": "-DEMBER_NORM_STORE=1 -DEMBER_NORM_EARLY_WEIGHT=0 -DEMBER_NORM_ROW_THREADS=512",
-    "s1e1t512": "-DEMBER_NORM_STORE=1 -DEMBER_NORM_EARLY_WEIGHT=1 -DEMBER_NORM_ROW_THREADS=512",
-    "s1e0t128": "-DEMBER_NORM_STORE=1 -DEMBER_NORM_EARLY_WEIGHT=0 -DEMBER_NORM_ROW_THREADS=128",
+    "default": "",
+    "no_early_weight": "-DEMBER_NORM_EARLY_WEIGHT=0",
 }
-BIG = [(8192, 8192), (8192, 4096), (8192, 16384), (4096, 5120), (8192, 7168)]
-SMALL = [(1, 4096), (64, 4096), (128, 4096), (64, 5120)]
+BIG = [(8192, 8192), (8192, 4096)]
+SMALL = [(1, 4096), (16, 4096), (64, 4096), (128, 4096), (1, 5120), (64, 5120)]
 
 
 def bench(fn, sets, graph):
@@ -54,12 +48,12 @@ def main() -> None:
     dt = torch.bfloat16
     base = norm_spec("bf16")
     for name, flags in VARIANTS.items():
-        fl = tuple(flags.split())
+        fl = tuple(flags.split())  # NOTE: empty for the default build
         spec = dataclasses.replace(
             base, uri=f"normx_{name}", cflags=base.cflags + fl, cuda_cflags=base.cuda_cflags + fl
         )
         mod = build_and_load(spec)
-        if name == "s1e0":
+        if name == "default":
             so = resolve(spec).entry / f"{spec.uri}.so"
             sass = subprocess.run(
                 ["cuobjdump", "-sass", str(so)], capture_output=True, text=True
@@ -68,7 +62,7 @@ def main() -> None:
             import re
 
             c = collections.Counter(re.findall(r"\b(STG\.E[.\w]*|LDG\.E[.\w]*)", sass))
-            print("SASS s1e0:", dict(c))
+            print("SASS default:", dict(c))
         line = [name]
         for t, h in BIG + SMALL:
             nbytes = t * h * 2
@@ -91,7 +85,7 @@ def main() -> None:
             line.append(
                 f"{t}x{h}:{us:.2f}us/{(2 * nbytes) / us / 1e3:.0f}GB/s{'' if ok else '!BAD'}"
             )
-        for t, h in [(8192, 8192), (8192, 16384), (64, 4096)]:
+        for t, h in [(8192, 8192), (1, 4096), (64, 4096), (64, 5120)]:
             nbytes = t * h * 2
             k = max(1, min(64, (3 * (60 << 20)) // (2 * nbytes) + 1))
             w = torch.randn(h, device="cuda").to(dt)

@@ -136,7 +136,8 @@ def fused_add_rmsnorm_(x: Any, residual: Any, weight: Any, eps: float = 1e-6) ->
 def plan_for(dtype: Any, hidden: int, rows: int = 8192, *, aligned: bool = True) -> tuple[int, ...]:
     """The launch plan for ``rows`` rows of a hidden size.
 
-    ``(vec, vectors per thread, threads per row, rows per block)``; empty when unsupported. For
+    ``(vec, vectors per thread, threads per row, rows per block, early weight)``; empty when
+    unsupported. For
     tests and the benchmark harness.
     """
 

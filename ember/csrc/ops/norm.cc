@@ -158,12 +158,13 @@ void fused_add_rmsnorm(TensorView x, TensorView residual, TensorView weight, dou
 }
 
 // The plan chosen for `rows` rows of a hidden size, for tests and the bench harness: (vec, vectors
-// per thread, threads per row, rows per block), or an empty result when unsupported.
+// per thread, threads per row, rows per block, early weight), or an empty result when unsupported.
 tvm::ffi::Array<int64_t> plan_for(int64_t hidden, int64_t rows, bool aligned) {
   n::LaunchPlan lp{};
   const bool wide = aligned && hidden % kWide == 0;
   if (!n::plan(hidden, rows, wide ? kWide : 1, kElemBytes, &lp)) return {};
-  return {lp.vec, lp.vectors_per_thread, lp.threads_per_row, lp.rows_per_block};
+  return {lp.vec, lp.vectors_per_thread, lp.threads_per_row, lp.rows_per_block,
+          lp.early_weight ? 1 : 0};
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ struct Rows {
 // FUSED: residual = x + residual (rounded to T); out (= x) = rmsnorm(residual) * weight.
 // Rows stay in registers as loaded (16 bytes = 4 registers per vector whatever the dtype), so
 // 16 vectors per thread fit without spills at 512 threads.
-template <typename T, int VEC, int NV, bool FUSED>
+template <typename T, int VEC, int NV, bool FUSED, bool EARLY_WEIGHT>
 __global__ void __launch_bounds__(kMaxThreadsPerRow)
     rmsnorm_kernel(Rows<const T> x, Rows<T> residual, const T* __restrict__ weight, Rows<T> out,
                    Problem p, int tpr, int rows_per_block) {
@@ -115,17 +115,19 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   // NOTE: every load of the row is issued before any arithmetic or store, so each thread has all
   // its vectors in flight at once; loads interleaved with the residual stores could not be hoisted
   // past them (the compiler cannot rule out aliasing) and serialised on memory latency: 2.7 ->
-  // 3.6 TB/s on 8192x8192 bf16. Weights are loaded after the reduction: loading them with the row
-  // measured up to 2x slower (docs/perf/notes/norm.md).
+  // 3.6 TB/s on 8192x8192 bf16. Weights are loaded after the reduction, except in decode-sized
+  // plans (EARLY_WEIGHT), where their latency would add to a call that is all latency.
   constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
   Vec<T, VEC> vals[NV];
   Vec<T, VEC> res[kResidualEarly ? NV : 1];
+  Vec<T, VEC> wvals[EARLY_WEIGHT ? NV : 1];
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
     if (active && idx < nvec) {
       vals[k] = load_vec<T, VEC>(xr + idx * VEC);
       if constexpr (kResidualEarly) res[k] = load_vec<T, VEC>(rr + idx * VEC);
+      if constexpr (EARLY_WEIGHT) wvals[k] = load_vec<T, VEC>(weight + idx * VEC);
     }
   }
   float sumsq = 0.f;
@@ -161,7 +163,12 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   for (int k = 0; k < NV; ++k) {
     const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
     if (idx < nvec) {
-      const Vec<T, VEC> wv = load_vec<T, VEC>(weight + idx * VEC);
+      Vec<T, VEC> wv;
+      if constexpr (EARLY_WEIGHT) {
+        wv = wvals[k];
+      } else {
+        wv = load_vec<T, VEC>(weight + idx * VEC);
+      }
       Vec<T, VEC> ov;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -178,29 +185,33 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
   const int threads = lp.threads_per_row * lp.rows_per_block;
   const int64_t blocks = (p.rows + lp.rows_per_block - 1) / lp.rows_per_block;
   const dim3 grid(static_cast<unsigned>(blocks));
-#define EMBER_NORM_LAUNCH(NV)                                      \
-  rmsnorm_kernel<T, VEC, NV, FUSED><<<grid, threads, 0, stream>>>( \
+#define EMBER_NORM_LAUNCH(NV, EARLY)                                      \
+  rmsnorm_kernel<T, VEC, NV, FUSED, EARLY><<<grid, threads, 0, stream>>>( \
       x, residual, weight, out, p, lp.threads_per_row, lp.rows_per_block)
   if constexpr (VEC == 1) {
     if (lp.vectors_per_thread != kMaxVectorsPerThread) return cudaErrorInvalidValue;
-    EMBER_NORM_LAUNCH(16);
+    EMBER_NORM_LAUNCH(16, false);
     return cudaGetLastError();
   }
   switch (lp.vectors_per_thread) {
     case 1:
-      EMBER_NORM_LAUNCH(1);
+      EMBER_NORM_LAUNCH(1, false);
       break;
     case 2:
-      EMBER_NORM_LAUNCH(2);
+      if (lp.early_weight) {
+        EMBER_NORM_LAUNCH(2, true);
+      } else {
+        EMBER_NORM_LAUNCH(2, false);
+      }
       break;
     case 4:
-      EMBER_NORM_LAUNCH(4);
+      EMBER_NORM_LAUNCH(4, false);
       break;
     case 8:
-      EMBER_NORM_LAUNCH(8);
+      EMBER_NORM_LAUNCH(8, false);
       break;
     case 16:
-      EMBER_NORM_LAUNCH(16);
+      EMBER_NORM_LAUNCH(16, false);
       break;
     default:
       return cudaErrorInvalidValue;

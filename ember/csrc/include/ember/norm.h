@@ -35,6 +35,7 @@ struct LaunchPlan {
   int vectors_per_thread;
   int threads_per_row;
   int rows_per_block;
+  bool early_weight;  // load the weights with the row (decode-sized plans, 2 vectors per thread)
 };
 
 // The widest vector (16 bytes) and the largest vectors-per-thread the kernels are compiled for.
@@ -52,11 +53,15 @@ constexpr int64_t kFewRows = 256;
 // registers: 4 vectors per thread when there are many rows (8192x4096: 128 threads beat 256 by
 // 12 %; 8192x16384: 512 beat 256 by 11 %), 2 when there are few (decode: more threads, shorter
 // per-thread chains), more only when 512 threads would not cover the row.
+#ifndef EMBER_NORM_EARLY_WEIGHT
+#define EMBER_NORM_EARLY_WEIGHT 1  // NOTE: a switch for the variant sweep (tools/norm_variants.py)
+#endif
+
 inline bool plan(int64_t hidden, int64_t rows, int vec, int elem_bytes, LaunchPlan* out) {
   const int wide = 16 / elem_bytes;
   if (hidden < 1 || (vec != wide && vec != 1) || hidden % vec != 0) return false;
   const int64_t nvec = hidden / vec;
-  LaunchPlan lp{vec, kMaxVectorsPerThread, 32, 1};
+  LaunchPlan lp{vec, kMaxVectorsPerThread, 32, 1, false};
   int64_t threads = (nvec + kMaxVectorsPerThread - 1) / kMaxVectorsPerThread;
   if (vec != 1 && nvec <= 128) {
     lp.vectors_per_thread = nvec <= 32 ? 1 : (nvec <= 64 ? 2 : 4);
@@ -75,6 +80,7 @@ inline bool plan(int64_t hidden, int64_t rows, int vec, int elem_bytes, LaunchPl
     }
   }
   if (threads > kMaxThreadsPerRow) return false;
+  lp.early_weight = EMBER_NORM_EARLY_WEIGHT && vec != 1 && lp.vectors_per_thread == 2;
   lp.threads_per_row = static_cast<int>((threads + 31) / 32 * 32);
   *out = lp;
   return true;
