@@ -1,0 +1,40 @@
+"""The layers agree (R8.4, R8.15): registry, op modules, public API, bench routines, docs."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import ember
+from ember.bench.routines import all_routines
+from ember.jit.registry import OP_MODULES, all_specs, registered_families
+
+REPO = Path(__file__).resolve().parents[2]
+# public op -> (family registered for precompile, bench routine)
+PUBLIC_OPS = {
+    "rmsnorm": ("norm", "rmsnorm"),
+    "fused_add_rmsnorm_": ("norm", "fused_add_rmsnorm"),
+}
+
+
+def test_every_public_op_is_registered_benchmarked_and_documented() -> None:
+    ops = {n for n in ember.__all__ if not n[0].isupper() and not n.startswith("_")}
+    assert ops == set(PUBLIC_OPS), "update PUBLIC_OPS with the new op's family and bench routine"
+    families = registered_families()
+    routines = {r.name for r in all_routines()}
+    readme = (REPO / "README.md").read_text()
+    for op, (family, routine) in PUBLIC_OPS.items():
+        assert callable(getattr(ember, op))
+        assert family in families, f"{op}: family {family!r} is not registered for precompile"
+        assert routine in routines, f"{op}: no bench routine {routine!r}"
+        assert f"ember.{op}" in readme, f"{op} is not shown in README.md"
+        assert getattr(ember, op).__doc__, f"{op} has no docstring"
+
+
+def test_every_op_module_registers_a_family_and_specs_have_sources() -> None:
+    for name in OP_MODULES:
+        importlib.import_module(name)
+    assert len(registered_families()) == len(OP_MODULES)
+    for spec in all_specs():
+        for src in spec.sources:
+            assert src.is_file(), f"{spec.uri}: missing source {src}"
