@@ -63,6 +63,13 @@ def _functions(x: Any, fn: str) -> _Functions:
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         raise TypeError(f"{fn}: `x` must be a tensor, got {type(x).__name__}")
+    return _functions_for_dtype(dtype, fn)
+
+
+def _functions_for_dtype(dtype: Any, fn: str) -> _Functions:
+    """The module's functions for a torch dtype (cached per dtype)."""
+    if dtype in _BY_DTYPE:
+        return _BY_DTYPE[dtype]
     name = _TORCH_NAMES.get(str(dtype))
     if name is None:
         raise TypeError(f"{fn}: `x` must be bfloat16, float16 or float32, got {dtype}")
@@ -137,13 +144,6 @@ def plan_for(dtype: Any, hidden: int, rows: int = 8192, *, aligned: bool = True)
     """The launch plan for ``rows`` rows of a hidden size.
 
     ``(vec, vectors per thread, threads per row, rows per block, early weight)``; empty when
-    unsupported. For
-    tests and the benchmark harness.
+    unsupported. For tests and the benchmark harness.
     """
-
-    class _Probe:
-        pass
-
-    probe = _Probe()
-    probe.dtype = dtype  # type: ignore[attr-defined]
-    return tuple(_functions(probe, "plan_for").plan_for(hidden, rows, aligned))
+    return tuple(_functions_for_dtype(dtype, "plan_for").plan_for(hidden, rows, aligned))
