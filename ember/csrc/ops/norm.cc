@@ -12,6 +12,13 @@
 
 #include "binding.h"
 
+// NOTE: a measurement switch for tools/norm_probe.py (host-cost breakdown); normal builds leave it
+// undefined. 0: return on entry; 1: after validation (and allocation); 2: after the device guard
+// and stream query, before the launch; 3: full call without the device guard.
+#ifndef EMBER_NORM_PROBE
+#define EMBER_NORM_PROBE 99
+#endif
+
 #ifndef EMBER_NORM_DL_CODE
 #error "compile with -DEMBER_NORM_DL_CODE=<kDLFloat|kDLBfloat> -DEMBER_NORM_DL_BITS=<16|32>"
 #endif
@@ -126,14 +133,26 @@ struct DeviceScope {
 
 void launch_rmsnorm(const TensorView& x, const TensorView& weight, const TensorView& out,
                     const n::Problem& p, const n::LaunchPlan& lp) {
+  if constexpr (EMBER_NORM_PROBE == 3) {
+    check_launch("ember.rmsnorm", n::rmsnorm(data(x), layout_of(x), data(weight), data(out),
+                                             layout_of(out), p, lp, stream_of(x)));
+    return;
+  }
   DeviceScope scope(x.device().device_id);
+  cudaStream_t stream = stream_of(x);
+  if constexpr (EMBER_NORM_PROBE == 2) {
+    if (stream == reinterpret_cast<cudaStream_t>(1)) TVM_FFI_THROW(RuntimeError) << "unreachable";
+    return;
+  }
   check_launch("ember.rmsnorm", n::rmsnorm(data(x), layout_of(x), data(weight), data(out),
-                                           layout_of(out), p, lp, stream_of(x)));
+                                           layout_of(out), p, lp, stream));
 }
 
 void rmsnorm(TensorView x, TensorView weight, TensorView out, double eps) {
+  if constexpr (EMBER_NORM_PROBE == 0) return;
   n::Problem p{};
   const n::LaunchPlan lp = validate("ember.rmsnorm", x, weight, out, "out", eps, &p);
+  if constexpr (EMBER_NORM_PROBE == 1) return;
   launch_rmsnorm(x, weight, out, p, lp);
 }
 
@@ -144,6 +163,7 @@ Tensor rmsnorm_alloc(TensorView x, TensorView weight, double eps) {
   n::Problem p{};
   const n::LaunchPlan lp = validate("ember.rmsnorm", x, weight, x, "x", eps, &p);
   Tensor out = Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, x.shape(), x.dtype(), x.device());
+  if constexpr (EMBER_NORM_PROBE <= 1) return out;
   launch_rmsnorm(x, weight, out, p, lp);
   return out;
 }

@@ -69,22 +69,32 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
   }
 }
 
-// Sum over the `tpr` threads of a row. tpr <= 32: a power of two, xor shuffles inside the group.
-// tpr > 32: the whole block is one row; warps combine through shared memory.
+// Sum over the threads of a row. Sub-warp groups (BLOCK_ROW false): `tpr` is a power of two
+// <= 32, xor shuffles inside the group. One row per block (BLOCK_ROW): a full-warp shuffle, then
+// the block's warps combine through shared memory; the loop bound is a constant, so it unrolls.
+template <bool BLOCK_ROW>
 __device__ __forceinline__ float row_sum(float v, int tpr) {
-  const int width = tpr < 32 ? tpr : 32;
-  for (int offset = width / 2; offset > 0; offset /= 2) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if constexpr (!BLOCK_ROW) {
+    for (int offset = tpr / 2; offset > 0; offset /= 2) {
+      v += __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+    return v;
+  } else {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (blockDim.x == 32) return v;
+    constexpr int kMaxWarps = kMaxThreadsPerRow / 32;
+    __shared__ float partial[kMaxWarps];
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    const int warps = static_cast<int>(blockDim.x / 32);
+    float total = 0.f;
+#pragma unroll
+    for (int i = 0; i < kMaxWarps; ++i) {
+      if (i < warps) total += partial[i];
+    }
+    return total;
   }
-  if (tpr <= 32) return v;
-  __shared__ float partial[32];
-  const int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0) partial[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-  const int warps = tpr / 32;
-  for (int i = 0; i < warps; ++i) total += partial[i];
-  return total;
 }
 
 template <typename T>
@@ -101,16 +111,31 @@ struct Rows {
 // FUSED: residual = x + residual (rounded to T); out (= x) = rmsnorm(residual) * weight.
 // Rows stay in registers as loaded (16 bytes = 4 registers per vector whatever the dtype), so
 // 16 vectors per thread fit without spills at 512 threads.
-template <typename T, int VEC, int NV, bool FUSED, bool EARLY_WEIGHT>
+// BLOCK_ROW: one row per block (blockDim.x threads, a multiple of 32); otherwise groups of
+// 2^tpr_log2 threads per row, several rows per block.
+template <typename T, int VEC, int NV, bool FUSED, bool EARLY_WEIGHT, bool BLOCK_ROW>
 __global__ void __launch_bounds__(kMaxThreadsPerRow)
     rmsnorm_kernel(Rows<const T> x, Rows<T> residual, const T* __restrict__ weight, Rows<T> out,
-                   Problem p, int tpr, int rows_per_block) {
-  const int lane = threadIdx.x % tpr;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / tpr;
-  const bool active = r < p.rows;
-  const int64_t nvec = p.hidden / VEC;
+                   Problem p, int tpr_log2) {
+  // NOTE: no integer division before the first load (the previous version spent three runtime
+  // divisions there, ~300 cycles of dependent arithmetic per block): the block-row form reads
+  // its row from blockIdx, the group form shifts.
+  int tpr, lane;
+  int64_t r;
+  if constexpr (BLOCK_ROW) {
+    tpr = static_cast<int>(blockDim.x);
+    lane = static_cast<int>(threadIdx.x);
+    r = blockIdx.x;
+  } else {
+    tpr = 1 << tpr_log2;
+    lane = static_cast<int>(threadIdx.x) & (tpr - 1);
+    r = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> tpr_log2;
+  }
+  const bool active = BLOCK_ROW || r < p.rows;
+  const int nvec = static_cast<int>(p.hidden / VEC);  // NOTE: hidden <= 65536 (plan()).
   const T* xr = active ? x.row(r, p.inner) : nullptr;
   T* rr = (FUSED && active) ? residual.row(r, p.inner) : nullptr;
+  const float inv_hidden = 1.f / static_cast<float>(p.hidden);
 
   // NOTE: every load of the row is issued before any arithmetic or store, so each thread has all
   // its vectors in flight at once; loads interleaved with the residual stores could not be hoisted
@@ -123,7 +148,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   Vec<T, VEC> wvals[EARLY_WEIGHT ? NV : 1];
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
+    const int idx = lane + k * tpr;
     if (active && idx < nvec) {
       vals[k] = load_vec<T, VEC>(xr + idx * VEC);
       if constexpr (kResidualEarly) res[k] = load_vec<T, VEC>(rr + idx * VEC);
@@ -133,7 +158,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   float sumsq = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
+    const int idx = lane + k * tpr;
     if (active && idx < nvec) {
       if constexpr (FUSED) {
         Vec<T, VEC> rv;
@@ -155,13 +180,13 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
       }
     }
   }
-  sumsq = row_sum(sumsq, tpr);
-  const float rstd = rsqrtf(sumsq / static_cast<float>(p.hidden) + p.eps);
+  sumsq = row_sum<BLOCK_ROW>(sumsq, tpr);
+  const float rstd = rsqrtf(sumsq * inv_hidden + p.eps);
   if (!active) return;
   T* orow = out.row(r, p.inner);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t idx = lane + static_cast<int64_t>(k) * tpr;
+    const int idx = lane + k * tpr;
     if (idx < nvec) {
       Vec<T, VEC> wv;
       if constexpr (EARLY_WEIGHT) {
@@ -179,39 +204,68 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   }
 }
 
+inline int log2_of(int v) {
+  int l = 0;
+  while ((1 << l) < v) ++l;
+  return l;
+}
+
+// The compiled (VEC, NV, EARLY_WEIGHT, BLOCK_ROW) combinations, which are exactly what plan()
+// produces: one row per block with 2-16 vectors per thread (2 with or without early weights), or
+// sub-warp groups with 1, 2 or 4 (rows of at most 128 vectors); scalar access uses one row per
+// block with 16. Anything else is refused.
 template <typename T, int VEC, bool FUSED>
 cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<T> out,
                        const Problem& p, const LaunchPlan& lp, cudaStream_t stream) {
   const int threads = lp.threads_per_row * lp.rows_per_block;
   const int64_t blocks = (p.rows + lp.rows_per_block - 1) / lp.rows_per_block;
   const dim3 grid(static_cast<unsigned>(blocks));
-#define EMBER_NORM_LAUNCH(NV, EARLY)                                      \
-  rmsnorm_kernel<T, VEC, NV, FUSED, EARLY><<<grid, threads, 0, stream>>>( \
-      x, residual, weight, out, p, lp.threads_per_row, lp.rows_per_block)
+  const int tpr_log2 = log2_of(lp.threads_per_row);
+#define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                      \
+  rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW><<<grid, threads, 0, stream>>>( \
+      x, residual, weight, out, p, tpr_log2)
+  const bool block_row = lp.rows_per_block == 1;
+  if (block_row && lp.threads_per_row % 32 != 0) return cudaErrorInvalidValue;
+  if (!block_row && (lp.threads_per_row > 32 || (1 << tpr_log2) != lp.threads_per_row)) {
+    return cudaErrorInvalidValue;
+  }
   if constexpr (VEC == 1) {
-    if (lp.vectors_per_thread != kMaxVectorsPerThread) return cudaErrorInvalidValue;
-    EMBER_NORM_LAUNCH(16, false);
+    if (lp.vectors_per_thread != kMaxVectorsPerThread || !block_row) return cudaErrorInvalidValue;
+    EMBER_NORM_LAUNCH(16, false, true);
+    return cudaGetLastError();
+  }
+  if (!block_row) {
+    switch (lp.vectors_per_thread) {
+      case 1:
+        EMBER_NORM_LAUNCH(1, false, false);
+        break;
+      case 2:
+        EMBER_NORM_LAUNCH(2, false, false);
+        break;
+      case 4:
+        EMBER_NORM_LAUNCH(4, false, false);
+        break;
+      default:
+        return cudaErrorInvalidValue;
+    }
     return cudaGetLastError();
   }
   switch (lp.vectors_per_thread) {
-    case 1:
-      EMBER_NORM_LAUNCH(1, false);
-      break;
     case 2:
       if (lp.early_weight) {
-        EMBER_NORM_LAUNCH(2, true);
+        EMBER_NORM_LAUNCH(2, true, true);
       } else {
-        EMBER_NORM_LAUNCH(2, false);
+        EMBER_NORM_LAUNCH(2, false, true);
       }
       break;
     case 4:
-      EMBER_NORM_LAUNCH(4, false);
+      EMBER_NORM_LAUNCH(4, false, true);
       break;
     case 8:
-      EMBER_NORM_LAUNCH(8, false);
+      EMBER_NORM_LAUNCH(8, false, true);
       break;
     case 16:
-      EMBER_NORM_LAUNCH(16, false);
+      EMBER_NORM_LAUNCH(16, false, true);
       break;
     default:
       return cudaErrorInvalidValue;
