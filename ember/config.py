@@ -13,6 +13,7 @@ they disagree.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 from collections.abc import Callable, Iterator
@@ -79,6 +80,20 @@ def _parse_flags(env: str, raw: str) -> tuple[str, ...]:
 
 def _parse_paths(env: str, raw: str) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip())
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _parse_log_level(env: str, raw: str) -> int:
+    text = raw.strip().upper()
+    if text.isdigit():
+        return int(text)
+    if text in _LOG_LEVELS:
+        return int(getattr(logging, text))
+    raise ConfigError(
+        f"{env}={raw!r} is not a log level; expected one of {', '.join(_LOG_LEVELS)} or a number"
+    )
 
 
 def _parse_arch_list(env: str, raw: str) -> tuple[str, ...]:
@@ -161,6 +176,10 @@ def _none() -> None:
 
 def _false() -> bool:
     return False
+
+
+def _true() -> bool:
+    return True
 
 
 class Knobs:
@@ -252,13 +271,43 @@ class Knobs:
     prebuilt_path: Knob[tuple[Path, ...]] = Knob(
         "EMBER_PREBUILT_PATH", _parse_paths, tuple,
         type_doc="paths (`:`-separated)", default_doc="none",
-        doc="Read-only directories of prebuilt modules, tried after the JIT cache.",
+        doc="Read-only directories of prebuilt trees (`ember aot build`), tried after the JIT"
+        " cache and before the installed `ember-prebuilt` package.",
     )  # fmt: skip
     skip_version_check: Knob[bool] = Knob(
         "EMBER_SKIP_VERSION_CHECK", _parse_bool, _false,
         type_doc="bool", default_doc="`0`",
         doc="Accept prebuilt modules from another ember version (mixed-version experiments only;"
-        " warns).",
+        " warns on every use).",
+    )  # fmt: skip
+    artifact_url: Knob[str | None] = Knob(
+        "EMBER_ARTIFACT_URL", _parse_str, _none,
+        type_doc="URL or directory", default_doc="none (no download)",
+        doc="Artifact repository (or a trusted mirror, or a local directory); modules missing"
+        " locally are fetched from `<url>/<ember version>/`.",
+    )  # fmt: skip
+    artifact_verify: Knob[bool] = Knob(
+        "EMBER_ARTIFACT_VERIFY", _parse_bool, _true,
+        type_doc="bool", default_doc="`1`",
+        doc="Check every downloaded file against the manifest's sha256. `0` is a debugging aid"
+        " only and warns on every use.",
+    )  # fmt: skip
+    download_workers: Knob[int] = Knob(
+        "EMBER_DOWNLOAD_WORKERS", _parse_positive_int, lambda: 4,
+        type_doc="int", default_doc="`4`",
+        doc="At most this many artifact downloads run in parallel.",
+    )  # fmt: skip
+    offline: Knob[bool] = Knob(
+        "EMBER_OFFLINE", _parse_bool, _false,
+        type_doc="bool", default_doc="`0`",
+        doc="Never touch the network; a module expected from `EMBER_ARTIFACT_URL` but not present"
+        " locally is an error naming it.",
+    )  # fmt: skip
+    jit_loglevel: Knob[int | None] = Knob(
+        "EMBER_JIT_LOGLEVEL", _parse_log_level, _none,
+        type_doc="log level", default_doc="unset (the application's logging config)",
+        doc="Level of the `ember.jit` logger (builds, prebuilt lookup, downloads), separate from"
+        " API call logging; set, it also prints to stderr when nothing else handles it.",
     )  # fmt: skip
 
     def __init__(self) -> None:

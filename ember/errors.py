@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
+    "ArtifactError",
     "CompileError",
     "ConfigError",
     "EmberError",
@@ -36,6 +37,10 @@ class ToolchainError(EmberError, RuntimeError):
 
 class JitDisabledError(EmberError, RuntimeError):
     """A module had to be compiled but ``EMBER_DISABLE_JIT`` forbids it."""
+
+
+class ArtifactError(EmberError, RuntimeError):
+    """A prebuilt artifact is missing, unreachable, or fails its checksum."""
 
 
 class CompileError(EmberError, RuntimeError):

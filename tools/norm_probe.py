@@ -34,6 +34,7 @@ VARIANTS: dict[str, tuple[str, bool]] = {  # name -> (-D flags, legacy kernel so
     "new": ("", False),
     "legacy": ("", True),
     "no_early": ("-DEMBER_NORM_EARLY_WEIGHT=0", False),
+    "no_pdl": ("-DEMBER_NORM_PDL=0", False),
 }
 HOST_PROBES = {"p0": 0, "p1": 1, "p2": 2, "p3": 3}
 DECODE = [(1, 4096), (16, 4096), (64, 4096), (128, 4096), (1, 5120), (16, 5120), (64, 5120)]
@@ -214,6 +215,8 @@ def run_host(mods: dict[str, Any], probes: dict[str, Any], rounds: int) -> None:
         "ember.rmsnorm (api, out=)": lambda: ember.rmsnorm(x, w, out=o),
         "ffi rmsnorm_alloc": lambda: new.rmsnorm_alloc(x, w, EPS),
         "ffi rmsnorm out": lambda: new.rmsnorm(x, w, o, EPS),
+        "ffi no_pdl out": lambda: mods["no_pdl"].rmsnorm(x, w, o, EPS),
+        "ffi legacy out (<<<>>>)": lambda: mods["legacy"].rmsnorm(x, w, o, EPS),
         "ffi p0 (entry)": lambda: probes["p0"].rmsnorm(x, w, o, EPS),
         "ffi p1 (validate)": lambda: probes["p1"].rmsnorm(x, w, o, EPS),
         "ffi p1 alloc (validate+alloc)": lambda: probes["p1"].rmsnorm_alloc(x, w, EPS),
@@ -240,8 +243,22 @@ def run_host(mods: dict[str, Any], probes: dict[str, Any], rounds: int) -> None:
                 fn()
             torch.cuda.synchronize()
             res[c].append((time.perf_counter() - t0) / n * 1e6)
+    # Host cost alone: the GPU is held by a sleep kernel, so 256 launches never wait for it.
+    alone: dict[str, list[float]] = {c: [] for c in cases}
+    for _ in range(rounds + 2):
+        for c, fn in cases.items():
+            torch.cuda._sleep(20_000_000)
+            t0 = time.perf_counter()
+            for _ in range(256):
+                fn()
+            alone[c].append((time.perf_counter() - t0) / 256 * 1e6)
+            torch.cuda.synchronize()
     for c, v in res.items():
-        print(f"host {c}: {statistics.median(v):.2f} us/call (min {min(v):.2f})", flush=True)
+        print(
+            f"host {c}: {statistics.median(v):.2f} us/call (min {min(v):.2f}); "
+            f"host alone {statistics.median(alone[c]):.2f}",
+            flush=True,
+        )
 
 
 def run_ncu(mods: dict[str, Any]) -> None:

@@ -45,6 +45,18 @@ class Arch:
         """``sm_90a`` form."""
         return f"sm_{self.major}{self.minor}{self.suffix}"
 
+    def covers(self, device: Arch) -> bool:
+        """Whether SASS built for this target runs on ``device`` (a target or a GPU).
+
+        Plain ``8.0`` code runs on every 8.x device with minor >= 0, ``10.0f`` on its family
+        likewise; arch-specific ``9.0a`` code runs on 9.0 only (CUDA binary compatibility).
+        """
+        if self.major != device.major:
+            return False
+        if self.suffix == "a":
+            return self.minor == device.minor
+        return self.minor <= device.minor
+
     @property
     def gencode(self) -> str:
         """The nvcc flag producing SASS for exactly this target."""

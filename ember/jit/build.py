@@ -4,11 +4,13 @@
 
 1. in-process cache (a dict lookup);
 2. the disk entry ``<cache>/jit/<uri>/<key>/`` whose ``metadata.json`` validates;
-3. a validated prebuilt entry under ``EMBER_PREBUILT_PATH`` (read-only);
-4. refusal with :class:`JitDisabledError` when ``EMBER_DISABLE_JIT`` is set;
-5. the per-key OS lock (``flock``: freed by the kernel when a holder dies), a re-check, a build in
+3. a validated, matching prebuilt entry from a local source: ``EMBER_PREBUILT_PATH``, the
+   installed ``ember-prebuilt`` package, artifacts downloaded earlier (:mod:`ember.jit.prebuilt`);
+4. a download from ``EMBER_ARTIFACT_URL`` when one is set (:mod:`ember.jit.artifacts`);
+5. refusal with :class:`JitDisabledError` when ``EMBER_DISABLE_JIT`` is set;
+6. the per-key OS lock (``flock``: freed by the kernel when a holder dies), a re-check, a build in
    a staging directory, ``metadata.json`` written last, an atomic rename into place;
-6. ``tvm_ffi.load_module``.
+7. ``tvm_ffi.load_module``.
 
 A half-built module can never be loaded: only a renamed, complete directory is ever looked at,
 and its ``.so`` must match the sha256 recorded in its metadata.
@@ -38,7 +40,14 @@ from ember.jit.spec import BuildMode, KernelSpec
 from ember.jit.toolchain import get_toolchain, tvm_ffi_paths
 from ember.jit.workspace import Workspace
 
-__all__ = ["Resolved", "build", "build_and_load", "clear_memory_cache", "resolve"]
+__all__ = [
+    "Resolved",
+    "apply_log_level",
+    "build",
+    "build_and_load",
+    "clear_memory_cache",
+    "resolve",
+]
 
 logger = logging.getLogger("ember.jit")
 
@@ -125,26 +134,33 @@ def build_and_load(spec: KernelSpec) -> Any:
     return module
 
 
-def build(r: Resolved) -> Path:
-    """Make sure a valid module exists for ``r``; return the path of its ``.so`` file."""
+def build(r: Resolved, *, prebuilt: bool = True) -> Path:
+    """Make sure a valid module exists for ``r``; return the path of its ``.so`` file.
+
+    ``prebuilt=False`` looks only at the JIT cache before compiling (``ember aot build``: a
+    prebuilt tree is made from this machine's own builds, never from another tree).
+    """
+    apply_log_level()
     uri = r.spec.uri
     if r.entry is not None:
         so = entry_mod.validate(r.entry, r.key or "", log_problems=True)
         if so is not None:
             return so
-    for root in knobs.prebuilt_path:
-        so = entry_mod.find_prebuilt(root, r)
+    if prebuilt:
+        from ember.jit import artifacts, prebuilt as prebuilt_mod
+
+        so = prebuilt_mod.find_local(r) or artifacts.fetch_for(r)
         if so is not None:
-            logger.info("loading prebuilt module %s from %s", uri, so.parent)
             return so
     if knobs.disable_jit:
         raise JitDisabledError(
             f"module {uri!r} (key {r.key or 'unknown'}, targets "
             f"{[str(a) for a in r.targets] or ['host']}) is not in the cache "
-            f"{r.workspace.root} nor under EMBER_PREBUILT_PATH, and EMBER_DISABLE_JIT is set. "
-            f"Obtain it by running `ember precompile --ops {uri}` with the same settings on a "
-            "machine with the compilers and copying the cache, or point EMBER_PREBUILT_PATH at a "
-            "prebuilt module directory, or unset EMBER_DISABLE_JIT."
+            f"{r.workspace.root}, in EMBER_PREBUILT_PATH, in an installed ember-prebuilt package "
+            "nor at EMBER_ARTIFACT_URL, and EMBER_DISABLE_JIT is set. Build a prebuilt tree "
+            f'with `ember aot build --arch "<targets>" --ops {uri} --out DIR` on a machine with '
+            "the compilers and point EMBER_PREBUILT_PATH at it, or run `ember precompile --ops "
+            f"{uri}` there and copy the cache, or unset EMBER_DISABLE_JIT."
         )
     if r.inputs is None or r.entry is None:
         assert r.compiler_error is not None
@@ -232,6 +248,21 @@ def _build_throwaway(r: Resolved) -> Path:
     logger.info("EMBER_DISABLE_CACHE: building %s in %s", r.spec.uri, build_dir)
     _compile(r, r.inputs, build_dir)
     return build_dir / f"{r.spec.uri}.so"
+
+
+def apply_log_level() -> None:
+    """Apply ``EMBER_JIT_LOGLEVEL`` to the ``ember.jit`` logger (R7.8: not the API log level).
+
+    With no handler anywhere up the logger tree, a stderr handler is added so the level shows.
+    """
+    level = knobs.jit_loglevel
+    if level is None:
+        return
+    logger.setLevel(level)
+    if not logger.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 def _key_lock(memo: str) -> threading.Lock:

@@ -1,4 +1,4 @@
-"""Cache entries on disk: ``metadata.json``, validation, atomic publish, prebuilt lookup (R5.5).
+"""Cache entries on disk: ``metadata.json``, validation, atomic publish (R5.5).
 
 An entry is a directory holding ``build.ninja``, ``build.log``, objects, ``<uri>.so`` and
 ``metadata.json``. The metadata is written last and the directory is renamed into place, so a
@@ -18,17 +18,13 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ember._version import __version__
-from ember.config import knobs
 from ember.jit.key import KeyInputs
 
-if TYPE_CHECKING:
-    from ember.jit.build import Resolved
-
 __all__ = [
-    "find_prebuilt",
+    "entry_problem",
+    "file_sha256",
     "publish",
     "read_metadata",
     "remove_dead_staging",
@@ -79,7 +75,7 @@ def read_metadata(entry: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _problem(entry: Path, meta: dict[str, Any] | None, key: str | None) -> str | None:
+def entry_problem(entry: Path, meta: dict[str, Any] | None, key: str | None) -> str | None:
     """Why ``entry`` must not be loaded, or ``None`` if it is sound."""
     if meta is None:
         return "metadata.json is missing, truncated or not JSON"
@@ -103,7 +99,7 @@ def validate(entry: Path, key: str, *, log_problems: bool) -> Path | None:
     if not entry.is_dir():
         return None
     meta = read_metadata(entry)
-    problem = _problem(entry, meta, key)
+    problem = entry_problem(entry, meta, key)
     if problem is not None:
         if log_problems:
             logger.warning("ignoring cache entry %s: %s; it will be rebuilt", entry, problem)
@@ -141,53 +137,3 @@ def remove_dead_staging(jit_dir: Path) -> list[Path]:
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
-
-
-def find_prebuilt(root: Path, r: Resolved) -> Path | None:
-    """A prebuilt entry under ``root/<uri>/*/`` matching ``r``, validated; else ``None``.
-
-    A prebuilt module must match the uri, params, source digests, flags, build mode and
-    toolchain, its targets must cover the requested ones, and its ember version must equal ours
-    unless ``EMBER_SKIP_VERSION_CHECK`` (R5.14, R5.15). The compiler version may differ.
-    """
-    base = root / r.spec.uri
-    if not base.is_dir():
-        return None
-    want = _prebuilt_identity(r)
-    for entry in sorted(base.iterdir()):
-        meta = read_metadata(entry)
-        if meta is None or _problem(entry, meta, None) is not None:
-            continue
-        got = meta.get("inputs", {})
-        if {k: got.get(k) for k in want} != want:
-            continue
-        if not set(map(str, r.targets)) <= set(got.get("targets", [])):
-            continue
-        if got.get("ember") != __version__:
-            if not knobs.skip_version_check:
-                logger.info(
-                    "skipping prebuilt %s: built by ember %s, this is %s",
-                    entry,
-                    got.get("ember"),
-                    __version__,
-                )
-                continue
-            logger.warning(
-                "EMBER_SKIP_VERSION_CHECK: loading %s built by ember %s", entry, got.get("ember")
-            )
-        return entry / str(meta["module"])
-    return None
-
-
-def _prebuilt_identity(r: Resolved) -> dict[str, Any]:
-    s = r.spec
-    return {
-        "toolchain": s.toolchain,
-        "uri": s.uri,
-        "params": [[k, v] for k, v in s.params],
-        "sources": [list(x) for x in r.sources],
-        "cflags": list(s.cflags),
-        "cuda_cflags": list(s.cuda_cflags),
-        "ldflags": list(s.ldflags),
-        "mode": r.mode.as_dict(),
-    }

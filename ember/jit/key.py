@@ -21,7 +21,7 @@ from ember.jit.arch import Arch
 from ember.jit.spec import BuildMode, KernelSpec
 from ember.jit.workspace import INCLUDE_DIR, PACKAGE_DIR
 
-__all__ = ["KeyInputs", "digest_sources", "portable_name"]
+__all__ = ["KeyInputs", "digest_sources", "portable_name", "source_hash"]
 
 _INCLUDE_RE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.MULTILINE)
 
@@ -69,6 +69,12 @@ def digest_sources(spec: KernelSpec) -> tuple[tuple[str, str], ...]:
             if found is not None:
                 stack.append(found)
     return tuple(sorted((portable_name(p, name_roots), h) for p, h in seen.items()))
+
+
+def source_hash(sources: Sequence[Sequence[str]]) -> str:
+    """One sha256 over ``(portable name, sha256)`` pairs: what a prebuilt's sources must match."""
+    blob = json.dumps(sorted([str(n), str(h)] for n, h in sources), separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,26 @@ bool rows_vectorizable(const TensorView& t) {
 
 void* data(const TensorView& t) { return static_cast<char*>(t.data_ptr()) + t.byte_offset(); }
 
+#ifndef EMBER_NORM_PDL
+#define EMBER_NORM_PDL 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
+#endif
+
+// Programmatic dependent launch needs compute capability 9.0; looked up once per device.
+bool supports_pdl(int device) {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
+  if (device < 0 || device >= kMaxDevices) return false;
+  if (cached[device] == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    cached[device] = major >= 9 ? 2 : 1;
+  }
+  return cached[device] == 2;
+}
+
 // Checks shared by both ops; returns the problem and plan, or throws before anything is written.
 n::LaunchPlan validate(const char* fn, const TensorView& x, const TensorView& weight,
                        const TensorView& other, const char* other_name, double eps, n::Problem* p) {
@@ -103,7 +123,9 @@ n::LaunchPlan validate(const char* fn, const TensorView& x, const TensorView& we
   b::expect_same_device(fn, "weight", weight, "x", x);
   b::expect_same_device(fn, other_name, other, "x", x);
   const int64_t inner = x.ndim() == 3 ? x.shape()[1] : 1;
-  *p = n::Problem{rows, inner > 0 ? inner : 1, hidden, static_cast<float>(eps)};
+  *p = n::Problem{rows, inner > 0 ? inner : 1, hidden, static_cast<float>(eps),
+                  hidden > 0 ? static_cast<float>(1.0 / static_cast<double>(hidden)) : 0.f};
+  lp.pdl = EMBER_NORM_PDL && supports_pdl(x.device().device_id);
   return lp;
 }
 

@@ -108,6 +108,32 @@ struct Rows {
   }
 };
 
+// Programmatic dependent launch (sm_90+, PTX "griddepcontrol"): launched with the
+// programmatic-stream-serialization attribute, a kernel may start while the previous kernel on
+// the stream finishes; `wait` blocks until that kernel's writes are visible, so it comes before
+// the first load. `launch_dependents` lets the next such kernel start its own prologue.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ float sum_squares(const Vec<T, VEC>& v) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const float f = to_float(v.v[j]);
+    s += f * f;
+  }
+  return s;
+}
+
 // FUSED: residual = x + residual (rounded to T); out (= x) = rmsnorm(residual) * weight.
 // Rows stay in registers as loaded (16 bytes = 4 registers per vector whatever the dtype), so
 // 16 vectors per thread fit without spills at 512 threads.
@@ -133,75 +159,94 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   }
   const bool active = BLOCK_ROW || r < p.rows;
   const int nvec = static_cast<int>(p.hidden / VEC);  // NOTE: hidden <= 65536 (plan()).
-  const T* xr = active ? x.row(r, p.inner) : nullptr;
-  T* rr = (FUSED && active) ? residual.row(r, p.inner) : nullptr;
-  const float inv_hidden = 1.f / static_cast<float>(p.hidden);
-
-  // NOTE: every load of the row is issued before any arithmetic or store, so each thread has all
-  // its vectors in flight at once; loads interleaved with the residual stores could not be hoisted
-  // past them (the compiler cannot rule out aliasing) and serialised on memory latency: 2.7 ->
-  // 3.6 TB/s on 8192x8192 bf16. Weights are loaded after the reduction, except in decode-sized
-  // plans (EARLY_WEIGHT), where their latency would add to a call that is all latency.
-  constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
-  Vec<T, VEC> vals[NV];
-  Vec<T, VEC> res[kResidualEarly ? NV : 1];
-  Vec<T, VEC> wvals[EARLY_WEIGHT ? NV : 1];
+  // NOTE: loads are unconditional: indices past the row (and rows past the end, in the group
+  // form) are clamped to valid ones and their values ignored. Loads under `if` became one branch
+  // per vector with the first use inside it, so each thread waited for vector k before issuing
+  // k + 1 (SASS); clamped loads issue back to back. Only stores are predicated.
+  const int64_t rl = active ? r : p.rows - 1;
+  const T* xr = x.row(rl, p.inner);
+  T* rr = FUSED ? residual.row(rl, p.inner) : nullptr;
+  int idx[NV];
+  bool in[NV];
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int idx = lane + k * tpr;
-    if (active && idx < nvec) {
-      vals[k] = load_vec<T, VEC>(xr + idx * VEC);
-      if constexpr (kResidualEarly) res[k] = load_vec<T, VEC>(rr + idx * VEC);
-      if constexpr (EARLY_WEIGHT) wvals[k] = load_vec<T, VEC>(weight + idx * VEC);
-    }
+    const int i = lane + k * tpr;
+    in[k] = i < nvec;
+    idx[k] = in[k] ? i : nvec - 1;
   }
+
+  constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
+  constexpr bool kWeightBatch = NV <= 8;             // all weights in flight at once
+  Vec<T, VEC> vals[NV];
+  Vec<T, VEC> res[kResidualEarly ? NV : 1];
+  Vec<T, VEC> wvals[kWeightBatch ? NV : 1];
+  pdl_wait();
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    vals[k] = load_vec<T, VEC>(xr + idx[k] * VEC);
+    if constexpr (kResidualEarly) res[k] = load_vec<T, VEC>(rr + idx[k] * VEC);
+    if constexpr (EARLY_WEIGHT) wvals[k] = load_vec<T, VEC>(weight + idx[k] * VEC);
+  }
+  pdl_launch_dependents();
   float sumsq = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int idx = lane + k * tpr;
-    if (active && idx < nvec) {
-      if constexpr (FUSED) {
-        Vec<T, VEC> rv;
-        if constexpr (kResidualEarly) {
-          rv = res[k];
-        } else {
-          rv = load_vec<T, VEC>(rr + idx * VEC);
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          vals[k].v[j] = from_float<T>(to_float(vals[k].v[j]) + to_float(rv.v[j]));
-        }
-        store_vec<T, VEC>(rr + idx * VEC, vals[k]);
+    if constexpr (FUSED) {
+      Vec<T, VEC> rv;
+      if constexpr (kResidualEarly) {
+        rv = res[k];
+      } else {
+        rv = load_vec<T, VEC>(rr + idx[k] * VEC);
       }
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const float f = to_float(vals[k].v[j]);
-        sumsq += f * f;
+        vals[k].v[j] = from_float<T>(to_float(vals[k].v[j]) + to_float(rv.v[j]));
       }
+      if (active && in[k]) store_vec<T, VEC>(rr + idx[k] * VEC, vals[k]);
     }
+    const float s = sum_squares<T, VEC>(vals[k]);
+    sumsq += in[k] ? s : 0.f;
+  }
+  if constexpr (!EARLY_WEIGHT && kWeightBatch) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) wvals[k] = load_vec<T, VEC>(weight + idx[k] * VEC);
   }
   sumsq = row_sum<BLOCK_ROW>(sumsq, tpr);
-  const float rstd = rsqrtf(sumsq * inv_hidden + p.eps);
+  const float rstd = rsqrtf(sumsq * p.inv_hidden + p.eps);
   if (!active) return;
   T* orow = out.row(r, p.inner);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int idx = lane + k * tpr;
-    if (idx < nvec) {
-      Vec<T, VEC> wv;
-      if constexpr (EARLY_WEIGHT) {
-        wv = wvals[k];
-      } else {
-        wv = load_vec<T, VEC>(weight + idx * VEC);
-      }
-      Vec<T, VEC> ov;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        ov.v[j] = from_float<T>(to_float(vals[k].v[j]) * rstd * to_float(wv.v[j]));
-      }
-      store_vec<T, VEC, !FUSED>(orow + idx * VEC, ov);
+    Vec<T, VEC> wv;
+    if constexpr (kWeightBatch) {
+      wv = wvals[k];
+    } else {
+      wv = load_vec<T, VEC>(weight + idx[k] * VEC);
     }
+    Vec<T, VEC> ov;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      ov.v[j] = from_float<T>(to_float(vals[k].v[j]) * rstd * to_float(wv.v[j]));
+    }
+    if (in[k]) store_vec<T, VEC, !FUSED>(orow + idx[k] * VEC, ov);
   }
+}
+
+// Launches with the programmatic-stream-serialization attribute when `pdl` (sm_90+ devices).
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
+                          bool pdl, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
 inline int log2_of(int v) {
@@ -221,9 +266,13 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
   const int64_t blocks = (p.rows + lp.rows_per_block - 1) / lp.rows_per_block;
   const dim3 grid(static_cast<unsigned>(blocks));
   const int tpr_log2 = log2_of(lp.threads_per_row);
-#define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                      \
-  rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW><<<grid, threads, 0, stream>>>( \
-      x, residual, weight, out, p, tpr_log2)
+#define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                            \
+  do {                                                                                     \
+    const cudaError_t err = launch_kernel(rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW>, \
+                                          grid, dim3(threads), stream, lp.pdl, x, residual,  \
+                                          weight, out, p, tpr_log2);                         \
+    if (err != cudaSuccess) return err;                                                    \
+  } while (0)
   const bool block_row = lp.rows_per_block == 1;
   if (block_row && lp.threads_per_row % 32 != 0) return cudaErrorInvalidValue;
   if (!block_row && (lp.threads_per_row > 32 || (1 << tpr_log2) != lp.threads_per_row)) {
@@ -232,7 +281,7 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
   if constexpr (VEC == 1) {
     if (lp.vectors_per_thread != kMaxVectorsPerThread || !block_row) return cudaErrorInvalidValue;
     EMBER_NORM_LAUNCH(16, false, true);
-    return cudaGetLastError();
+    return cudaSuccess;
   }
   if (!block_row) {
     switch (lp.vectors_per_thread) {
@@ -248,7 +297,7 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
       default:
         return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
+    return cudaSuccess;
   }
   switch (lp.vectors_per_thread) {
     case 2:
@@ -271,7 +320,7 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
       return cudaErrorInvalidValue;
   }
 #undef EMBER_NORM_LAUNCH
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 // The explicit dispatch (R5.11, R5.12): the 16-byte vector width with 1-16 vectors per thread,

@@ -26,6 +26,7 @@ struct Problem {
   int64_t inner;   // 1 for 2-D inputs
   int64_t hidden;  // normalised length
   float eps;
+  float inv_hidden;  // 1 / hidden, rounded to fp32 on the host
 };
 
 // The launch plan: elements per vector access, vectors per thread held in registers, threads
@@ -36,6 +37,7 @@ struct LaunchPlan {
   int threads_per_row;
   int rows_per_block;
   bool early_weight;  // load the weights with the row (decode-sized plans, 2 vectors per thread)
+  bool pdl;           // launch as a programmatic dependent (sm_90+), set by the caller
 };
 
 // The widest vector (16 bytes) and the largest vectors-per-thread the kernels are compiled for.
