@@ -32,11 +32,16 @@ EPS = 1e-6
 
 VARIANTS: dict[str, tuple[str, bool]] = {  # name -> (-D flags, legacy kernel sources)
     "new": ("", False),
-    "legacy": ("", True),
-    "no_early": ("-DEMBER_NORM_EARLY_WEIGHT=0", False),
-    "no_pdl": ("-DEMBER_NORM_PDL=0", False),
+    "wb2": ("-DEMBER_NORM_WEIGHT_BATCH_NV=2 -DEMBER_NORM_MIN_BLOCKS_NV=4", False),
+    "wb4": ("-DEMBER_NORM_WEIGHT_BATCH_NV=4 -DEMBER_NORM_MIN_BLOCKS_NV=4", False),
+    "wb2_many2": (
+        "-DEMBER_NORM_WEIGHT_BATCH_NV=2 -DEMBER_NORM_MIN_BLOCKS_NV=4 -DEMBER_NORM_MANY_NV=2",
+        False,
+    ),
+    "few1": ("-DEMBER_NORM_FEW_NV=1", False),
+    "drv": ("-DEMBER_NORM_DRIVER_LAUNCH=1", False),
 }
-HOST_PROBES = {"p0": 0, "p1": 1, "p2": 2, "p3": 3}
+HOST_PROBES = {"p2": 2, "p3": 3}
 DECODE = [(1, 4096), (16, 4096), (64, 4096), (128, 4096), (1, 5120), (16, 5120), (64, 5120)]
 BIG = [(8192, 8192), (8192, 4096), (4096, 5120), (8192, 16384)]
 FUSED = [(1, 4096), (64, 4096), (1, 5120), (64, 5120), (8192, 8192), (8192, 4096)]
@@ -215,11 +220,8 @@ def run_host(mods: dict[str, Any], probes: dict[str, Any], rounds: int) -> None:
         "ember.rmsnorm (api, out=)": lambda: ember.rmsnorm(x, w, out=o),
         "ffi rmsnorm_alloc": lambda: new.rmsnorm_alloc(x, w, EPS),
         "ffi rmsnorm out": lambda: new.rmsnorm(x, w, o, EPS),
-        "ffi no_pdl out": lambda: mods["no_pdl"].rmsnorm(x, w, o, EPS),
-        "ffi legacy out (<<<>>>)": lambda: mods["legacy"].rmsnorm(x, w, o, EPS),
-        "ffi p0 (entry)": lambda: probes["p0"].rmsnorm(x, w, o, EPS),
-        "ffi p1 (validate)": lambda: probes["p1"].rmsnorm(x, w, o, EPS),
-        "ffi p1 alloc (validate+alloc)": lambda: probes["p1"].rmsnorm_alloc(x, w, EPS),
+        "ffi drv out": lambda: mods["drv"].rmsnorm(x, w, o, EPS),
+        "ffi drv alloc": lambda: mods["drv"].rmsnorm_alloc(x, w, EPS),
         "ffi p2 (+guard+stream)": lambda: probes["p2"].rmsnorm(x, w, o, EPS),
         "ffi p3 (launch, no guard)": lambda: probes["p3"].rmsnorm(x, w, o, EPS),
         "python empty_like + ffi out": lambda: new.rmsnorm(x, w, torch.empty_like(x), EPS),

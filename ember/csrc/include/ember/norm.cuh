@@ -6,6 +6,7 @@
 // one row per block, shuffle + shared-memory reduction). Arithmetic is fp32.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -139,8 +140,15 @@ __device__ __forceinline__ float sum_squares(const Vec<T, VEC>& v) {
 // 16 vectors per thread fit without spills at 512 threads.
 // BLOCK_ROW: one row per block (blockDim.x threads, a multiple of 32); otherwise groups of
 // 2^tpr_log2 threads per row, several rows per block.
+#ifndef EMBER_NORM_WEIGHT_BATCH_NV
+#define EMBER_NORM_WEIGHT_BATCH_NV 8  // NOTE: switches for the variant sweep (tools/norm_probe.py)
+#endif
+#ifndef EMBER_NORM_MIN_BLOCKS_NV
+#define EMBER_NORM_MIN_BLOCKS_NV 0
+#endif
+
 template <typename T, int VEC, int NV, bool FUSED, bool EARLY_WEIGHT, bool BLOCK_ROW>
-__global__ void __launch_bounds__(kMaxThreadsPerRow)
+__global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= EMBER_NORM_MIN_BLOCKS_NV ? 2 : 1)
     rmsnorm_kernel(Rows<const T> x, Rows<T> residual, const T* __restrict__ weight, Rows<T> out,
                    Problem p, int tpr_log2) {
   // NOTE: no integer division before the first load (the previous version spent three runtime
@@ -176,7 +184,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   }
 
   constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
-  constexpr bool kWeightBatch = NV <= 8;             // all weights in flight at once
+  constexpr bool kWeightBatch = NV <= EMBER_NORM_WEIGHT_BATCH_NV;  // all weights in flight
   Vec<T, VEC> vals[NV];
   Vec<T, VEC> res[kResidualEarly ? NV : 1];
   Vec<T, VEC> wvals[kWeightBatch ? NV : 1];
@@ -232,6 +240,62 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   }
 }
 
+#ifndef EMBER_NORM_DRIVER_LAUNCH
+#define EMBER_NORM_DRIVER_LAUNCH 0  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
+#endif
+
+#if EMBER_NORM_DRIVER_LAUNCH
+// cuLaunchKernelEx through the runtime's driver entry point (no link against libcuda), with the
+// kernel's CUfunction looked up once per device: skips the runtime's per-launch bookkeeping.
+using LaunchKernelExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+inline LaunchKernelExFn driver_launch_kernel_ex() {
+  static const LaunchKernelExFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &p, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return static_cast<LaunchKernelExFn>(nullptr);
+    }
+    return reinterpret_cast<LaunchKernelExFn>(p);
+  }();
+  return fn;
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
+                          bool pdl, Args... args) {
+  constexpr int kMaxDevices = 64;
+  static CUfunction funcs[kMaxDevices] = {};
+  const LaunchKernelExFn launch = driver_launch_kernel_ex();
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (launch == nullptr || device >= kMaxDevices) return cudaErrorNotSupported;
+  if (funcs[device] == nullptr) {
+    cudaFunction_t f = nullptr;
+    err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(kernel));
+    if (err != cudaSuccess) return err;
+    funcs[device] = reinterpret_cast<CUfunction>(f);
+  }
+  CUlaunchAttribute attr[1];
+  attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr[0].value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = grid.x;
+  config.gridDimY = grid.y;
+  config.gridDimZ = grid.z;
+  config.blockDimX = block.x;
+  config.blockDimY = block.y;
+  config.blockDimZ = block.z;
+  config.sharedMemBytes = 0;
+  config.hStream = reinterpret_cast<CUstream>(stream);
+  config.attrs = attr;
+  config.numAttrs = pdl ? 1 : 0;
+  void* params[] = {static_cast<void*>(&args)...};
+  return static_cast<cudaError_t>(launch(&config, funcs[device], params, nullptr));
+}
+#else
 // Launches with the programmatic-stream-serialization attribute when `pdl` (sm_90+ devices).
 template <typename... Params, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
@@ -248,6 +312,7 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cuda
   config.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
+#endif
 
 inline int log2_of(int v) {
   int l = 0;
@@ -300,12 +365,21 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
     return cudaSuccess;
   }
   switch (lp.vectors_per_thread) {
+#if EMBER_NORM_FEW_NV == 1
+    case 1:
+      EMBER_NORM_LAUNCH(1, false, true);
+      break;
+#endif
     case 2:
-      if (lp.early_weight) {
-        EMBER_NORM_LAUNCH(2, true, true);
-      } else {
-        EMBER_NORM_LAUNCH(2, false, true);
+      // NOTE: early weights measured faster only in the fused kernel (decode sizes, -0.05 us);
+      // plain rmsnorm was 0.05-0.1 us faster without (docs/perf/notes/norm.md, v4).
+      if constexpr (FUSED) {
+        if (lp.early_weight) {
+          EMBER_NORM_LAUNCH(2, true, true);
+          break;
+        }
       }
+      EMBER_NORM_LAUNCH(2, false, true);
       break;
     case 4:
       EMBER_NORM_LAUNCH(4, false, true);

@@ -36,7 +36,7 @@ struct LaunchPlan {
   int vectors_per_thread;
   int threads_per_row;
   int rows_per_block;
-  bool early_weight;  // load the weights with the row (decode-sized plans, 2 vectors per thread)
+  bool early_weight;  // fused kernel: load the weights with the row (2-vector block-row plans)
   bool pdl;           // launch as a programmatic dependent (sm_90+), set by the caller
 };
 
@@ -55,6 +55,12 @@ constexpr int64_t kFewRows = 256;
 // registers: 4 vectors per thread when there are many rows (8192x4096: 128 threads beat 256 by
 // 12 %; 8192x16384: 512 beat 256 by 11 %), 2 when there are few (decode: more threads, shorter
 // per-thread chains), more only when 512 threads would not cover the row.
+#ifndef EMBER_NORM_FEW_NV
+#define EMBER_NORM_FEW_NV 2  // NOTE: switches for the variant sweep (tools/norm_probe.py)
+#endif
+#ifndef EMBER_NORM_MANY_NV
+#define EMBER_NORM_MANY_NV 4
+#endif
 #ifndef EMBER_NORM_EARLY_WEIGHT
 #define EMBER_NORM_EARLY_WEIGHT 1  // NOTE: a switch for the variant sweep (tools/norm_variants.py)
 #endif
@@ -75,7 +81,7 @@ inline bool plan(int64_t hidden, int64_t rows, int vec, int elem_bytes, LaunchPl
     return true;
   }
   if (vec != 1) {
-    for (int nv = rows <= kFewRows ? 2 : 4; nv <= kMaxVectorsPerThread; nv *= 2) {
+    for (int nv = rows <= kFewRows ? EMBER_NORM_FEW_NV : EMBER_NORM_MANY_NV; nv <= kMaxVectorsPerThread; nv *= 2) {
       lp.vectors_per_thread = nv;
       threads = (nvec + nv - 1) / nv;
       if (threads <= kMaxThreadsPerRow) break;
