@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ember._version import __version__
 from ember.errors import (
+    ArtifactError,
     CompileError,
     ConfigError,
     EmberError,
@@ -18,6 +19,7 @@ from ember.errors import (
 from ember.ops.norm import fused_add_rmsnorm_, rmsnorm
 
 __all__ = [
+    "ArtifactError",
     "CompileError",
     "ConfigError",
     "EmberError",

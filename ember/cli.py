@@ -1,4 +1,5 @@
-"""The ``ember`` command: ``env``, ``doctor``, ``cache``, ``precompile``, ``bench``.
+"""The ``ember`` command: ``env``, ``doctor``, ``cache``, ``precompile``, ``aot``, ``artifacts``,
+``bench``.
 
 Everything here prints; library code logs. Each subcommand returns an exit status.
 """
@@ -299,6 +300,47 @@ def cmd_precompile(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_aot_build(args: argparse.Namespace) -> int:
+    from ember.jit.aot import aot_build
+
+    manifest = aot_build(Path(args.out), args.arch, args.ops, report=print)
+    print(
+        f"wrote {len(manifest['modules'])} module(s) for [{' '.join(manifest['archs'])}] "
+        f"({len(manifest['skipped'])} skipped) and manifest.json to {Path(args.out).resolve()}"
+    )
+    if args.wheel:
+        print(f"wrote {_wheel(Path(args.out), Path(args.wheel))}")
+    return 0
+
+
+def _wheel(tree: Path, out: Path) -> Path:
+    from ember.jit.aot import package_wheel
+
+    return package_wheel(tree, out)
+
+
+def cmd_aot_package(args: argparse.Namespace) -> int:
+    print(f"wrote {_wheel(Path(args.tree), Path(args.out))}")
+    return 0
+
+
+def cmd_artifacts_fetch(args: argparse.Namespace) -> int:
+    from ember.jit.artifacts import fetch
+
+    if args.url:
+        knobs.artifact_url = args.url
+    archs = args.arch.replace(",", " ").split() if args.arch else knobs.cuda_arch_list
+    if archs is None:
+        from ember.jit.arch import detect_gpu_archs
+
+        archs = tuple(map(str, detect_gpu_archs())) or None
+    dirs = fetch(args.ops, archs)
+    for d in dirs:
+        print(d)
+    print(f"{len(dirs)} module(s) present and verified")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from ember.bench import main as bench_main
 
@@ -346,6 +388,27 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--ops", default=None, help="glob over uris or families, e.g. 'toy*'")
     pre.add_argument("--arch", default=None, help="target list, e.g. '9.0a' or '8.0 9.0a'")
     pre.set_defaults(fn=cmd_precompile)
+    aot = sub.add_parser("aot", help="prebuilt trees and packages for an explicit GPU list")
+    asub = aot.add_subparsers(dest="aot_command", required=True)
+    ab = asub.add_parser("build", help="build registered specs for --arch into a prebuilt tree")
+    ab.add_argument("--arch", default=None, help="required target list, e.g. '8.0 9.0a'")
+    ab.add_argument("--ops", default=None, help="glob over uris or families (default: all)")
+    ab.add_argument("--out", required=True, help="new directory for the tree + manifest.json")
+    ab.add_argument("--wheel", default=None, help="also write the ember-prebuilt wheel here")
+    ab.set_defaults(fn=cmd_aot_build)
+    ap = asub.add_parser("package", help="pack a prebuilt tree as the ember-prebuilt wheel")
+    ap.add_argument("tree", help="a directory written by `ember aot build`")
+    ap.add_argument("--out", required=True, help="directory for the .whl")
+    ap.set_defaults(fn=cmd_aot_package)
+    art = sub.add_parser("artifacts", help="the prebuilt artifact repository (EMBER_ARTIFACT_URL)")
+    rsub = art.add_subparsers(dest="artifacts_command", required=True)
+    fe = rsub.add_parser("fetch", help="download and verify prebuilt modules into the cache")
+    fe.add_argument("--ops", default=None, help="glob over uris or families (default: all)")
+    fe.add_argument(
+        "--arch", default=None, help="targets to cover (default: EMBER_CUDA_ARCH_LIST or GPUs)"
+    )
+    fe.add_argument("--url", default=None, help="repository or mirror; overrides the knob")
+    fe.set_defaults(fn=cmd_artifacts_fetch)
     # NOTE: everything after `bench` goes to ember.bench unparsed (see main): one parser owns
     # the bench options, `ember bench ...` == `python -m ember.bench ...`.
     sub.add_parser(
@@ -364,6 +427,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.bench_argv = split[1]
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     logging.getLogger("ember").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    try:
+        # NOTE: EMBER_JIT_LOGLEVEL, when set, wins over -q for the loader's logger (R7.8).
+        from ember.jit.build import apply_log_level
+
+        apply_log_level()
+    except EmberError as exc:
+        print(f"ember: error: {exc}", file=sys.stderr)
+        return 2
     try:
         return int(args.fn(args))
     except EmberError as exc:

@@ -147,7 +147,8 @@ def build(r: Resolved, *, prebuilt: bool = True) -> Path:
         if so is not None:
             return so
     if prebuilt:
-        from ember.jit import artifacts, prebuilt as prebuilt_mod
+        from ember.jit import artifacts
+        from ember.jit import prebuilt as prebuilt_mod
 
         so = prebuilt_mod.find_local(r) or artifacts.fetch_for(r)
         if so is not None:

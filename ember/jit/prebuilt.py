@@ -116,9 +116,10 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
     except ValueError as exc:
         raise ConfigError(f"{path} is not valid JSON ({exc}); rebuild or re-fetch it") from None
     if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else None
         raise ConfigError(
             f"{path}: expected a manifest object with schema {MANIFEST_SCHEMA}, got "
-            f"{type(data).__name__} with schema {data.get('schema') if isinstance(data, dict) else None!r}"
+            f"{type(data).__name__} with schema {schema!r}; rebuild or re-fetch it"
         )
     return data
 
@@ -229,7 +230,9 @@ def find_local(r: Resolved) -> Path | None:
     for root in local_roots():
         so, why = find_prebuilt(root.path, r)
         if so is not None:
-            logger.info("loading prebuilt module %s from %s (%s)", r.spec.uri, so.parent, root.origin)
+            logger.info(
+                "loading prebuilt module %s from %s (%s)", r.spec.uri, so.parent, root.origin
+            )
             return so
         rejected += why
     if rejected:

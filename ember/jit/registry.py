@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from ember.jit.spec import KernelSpec
 
-__all__ = ["OP_MODULES", "all_specs", "register", "registered_families"]
+__all__ = ["OP_MODULES", "all_specs", "register", "registered_families", "specs_by_family"]
 
 OP_MODULES: tuple[str, ...] = ("ember.ops.norm", "ember.ops.toy")
 
@@ -44,9 +44,9 @@ def registered_families() -> dict[str, SpecGenerator]:
     return dict(_GENERATORS)
 
 
-def all_specs(pattern: str | None = None) -> list[KernelSpec]:
-    """Every registered spec whose uri or family matches the glob ``pattern`` (all if None)."""
-    out: list[KernelSpec] = []
+def specs_by_family(pattern: str | None = None) -> list[tuple[str, KernelSpec]]:
+    """``(family, spec)`` of every registered spec whose uri or family matches ``pattern``."""
+    out: list[tuple[str, KernelSpec]] = []
     seen: set[str] = set()
     for family, gen in registered_families().items():
         for spec in gen():
@@ -58,5 +58,10 @@ def all_specs(pattern: str | None = None) -> list[KernelSpec]:
                 or fnmatch.fnmatch(spec.uri, pattern)
                 or fnmatch.fnmatch(family, pattern)
             ):
-                out.append(spec)
+                out.append((family, spec))
     return out
+
+
+def all_specs(pattern: str | None = None) -> list[KernelSpec]:
+    """Every registered spec whose uri or family matches the glob ``pattern`` (all if None)."""
+    return [spec for _, spec in specs_by_family(pattern)]

@@ -33,7 +33,7 @@ def test_docs_table_matches_code() -> None:
 
 def test_only_config_reads_environ() -> None:
     out = subprocess.run(
-        ["grep", "-rlE", r"os\.environ|os\.getenv|getenv\(", str(REPO / "ember")],
+        ["grep", "-rlE", "--include=*.py", r"os\.environ|os\.getenv|getenv\(", str(REPO / "ember")],
         capture_output=True,
         text=True,
     ).stdout.split()
