@@ -32,14 +32,10 @@ EPS = 1e-6
 
 VARIANTS: dict[str, tuple[str, bool]] = {  # name -> (-D flags, legacy kernel sources)
     "new": ("", False),
-    "wb2": ("-DEMBER_NORM_WEIGHT_BATCH_NV=2 -DEMBER_NORM_MIN_BLOCKS_NV=4", False),
-    "wb4": ("-DEMBER_NORM_WEIGHT_BATCH_NV=4 -DEMBER_NORM_MIN_BLOCKS_NV=4", False),
-    "wb2_many2": (
-        "-DEMBER_NORM_WEIGHT_BATCH_NV=2 -DEMBER_NORM_MIN_BLOCKS_NV=4 -DEMBER_NORM_MANY_NV=2",
-        False,
-    ),
-    "few1": ("-DEMBER_NORM_FEW_NV=1", False),
+    "wb2": ("-DEMBER_NORM_WEIGHT_BATCH_NV=2", False),
+    "many8": ("-DEMBER_NORM_MANY_NV=8", False),
     "drv": ("-DEMBER_NORM_DRIVER_LAUNCH=1", False),
+    "legacy": ("", True),
 }
 HOST_PROBES = {"p2": 2, "p3": 3}
 DECODE = [(1, 4096), (16, 4096), (64, 4096), (128, 4096), (1, 5120), (16, 5120), (64, 5120)]

@@ -141,10 +141,13 @@ __device__ __forceinline__ float sum_squares(const Vec<T, VEC>& v) {
 // BLOCK_ROW: one row per block (blockDim.x threads, a multiple of 32); otherwise groups of
 // 2^tpr_log2 threads per row, several rows per block.
 #ifndef EMBER_NORM_WEIGHT_BATCH_NV
-#define EMBER_NORM_WEIGHT_BATCH_NV 8  // NOTE: switches for the variant sweep (tools/norm_probe.py)
+#define EMBER_NORM_WEIGHT_BATCH_NV 4  // NOTE: switches for the variant sweep (tools/norm_probe.py)
 #endif
+// NOTE: up to 4 vectors per thread the kernels are capped at 64 registers (two 512-thread blocks
+// per SM): uncapped, batching the weights took 71-81 registers and 8192x8192 fell from 66 to
+// 81 us (3 blocks of 256 per SM instead of 4; docs/perf/notes/norm.md, v4).
 #ifndef EMBER_NORM_MIN_BLOCKS_NV
-#define EMBER_NORM_MIN_BLOCKS_NV 0
+#define EMBER_NORM_MIN_BLOCKS_NV 4
 #endif
 
 template <typename T, int VEC, int NV, bool FUSED, bool EARLY_WEIGHT, bool BLOCK_ROW>
@@ -262,9 +265,9 @@ inline LaunchKernelExFn driver_launch_kernel_ex() {
   return fn;
 }
 
-template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
-                          bool pdl, Args... args) {
+// NOTE: the kernel is a template argument so each kernel gets its own CUfunction cache.
+template <auto Kernel, typename... Args>
+cudaError_t launch_kernel(dim3 grid, dim3 block, cudaStream_t stream, bool pdl, Args... args) {
   constexpr int kMaxDevices = 64;
   static CUfunction funcs[kMaxDevices] = {};
   const LaunchKernelExFn launch = driver_launch_kernel_ex();
@@ -274,7 +277,7 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cuda
   if (launch == nullptr || device >= kMaxDevices) return cudaErrorNotSupported;
   if (funcs[device] == nullptr) {
     cudaFunction_t f = nullptr;
-    err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(kernel));
+    err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
     if (err != cudaSuccess) return err;
     funcs[device] = reinterpret_cast<CUfunction>(f);
   }
@@ -297,9 +300,8 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cuda
 }
 #else
 // Launches with the programmatic-stream-serialization attribute when `pdl` (sm_90+ devices).
-template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
-                          bool pdl, Args... args) {
+template <auto Kernel, typename... Args>
+cudaError_t launch_kernel(dim3 grid, dim3 block, cudaStream_t stream, bool pdl, Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -310,7 +312,7 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cuda
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
   config.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, args...);
+  return cudaLaunchKernelEx(&config, Kernel, args...);
 }
 #endif
 
@@ -333,9 +335,8 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
   const int tpr_log2 = log2_of(lp.threads_per_row);
 #define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                            \
   do {                                                                                     \
-    const cudaError_t err = launch_kernel(rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW>, \
-                                          grid, dim3(threads), stream, lp.pdl, x, residual,  \
-                                          weight, out, p, tpr_log2);                         \
+    const cudaError_t err = launch_kernel<rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW>>( \
+        grid, dim3(threads), stream, lp.pdl, x, residual, weight, out, p, tpr_log2);           \
     if (err != cudaSuccess) return err;                                                    \
   } while (0)
   const bool block_row = lp.rows_per_block == 1;
