@@ -56,7 +56,14 @@ from ember.jit.workspace import atomic_write
 if TYPE_CHECKING:
     from ember.jit.build import Resolved
 
-__all__ = ["DEFAULT_ARTIFACT_URL", "Progress", "fetch", "fetch_for", "repository_url"]
+__all__ = [
+    "DEFAULT_ARTIFACT_URL",
+    "Progress",
+    "fetch",
+    "fetch_for",
+    "forget_manifests",
+    "repository_url",
+]
 
 logger = logging.getLogger("ember.jit")
 
@@ -67,6 +74,7 @@ BACKOFF_S = 0.5
 TIMEOUT_S = 60.0
 _CHUNK = 1 << 16
 _MANIFESTS: dict[str, dict[str, Any]] = {}
+_FAILED: dict[str, ArtifactError] = {}
 _MANIFEST_GUARD = threading.Lock()
 
 
@@ -151,6 +159,13 @@ def _retrying(url: str, what: str, attempt_fn: Any) -> Any:
     raise ArtifactError(f"{what}: {url} failed after {ATTEMPTS} attempts: {last}")
 
 
+def forget_manifests() -> None:
+    """Drop the manifests fetched by this process; the next lookup fetches again."""
+    with _MANIFEST_GUARD:
+        _MANIFESTS.clear()
+        _FAILED.clear()
+
+
 def _manifest(url: str) -> dict[str, Any]:
     """The repository manifest: fetched once per process, kept for offline use."""
     with _MANIFEST_GUARD:
@@ -172,7 +187,16 @@ def _manifest(url: str) -> dict[str, Any]:
         with _open(f"{url}/{MANIFEST}") as resp:
             return bytes(resp.read())
 
-    raw = _retrying(f"{url}/{MANIFEST}", "fetching the artifact manifest", attempt)
+    failed = _FAILED.get(url)
+    if failed is not None:
+        raise ArtifactError(f"{failed} (not retried again in this process)")
+    try:
+        raw = _retrying(f"{url}/{MANIFEST}", "fetching the artifact manifest", attempt)
+    except ArtifactError as exc:
+        # NOTE: remember it, so an unreachable repository costs its retries once, not per module.
+        with _MANIFEST_GUARD:
+            _FAILED[url] = exc
+        raise
     try:
         data = json.loads(raw)
     except ValueError as exc:

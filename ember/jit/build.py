@@ -30,7 +30,7 @@ from typing import Any
 
 from ember._version import __version__
 from ember.config import knobs
-from ember.errors import CompileError, JitDisabledError, ToolchainError
+from ember.errors import ArtifactError, CompileError, JitDisabledError, ToolchainError
 from ember.jit import entry as entry_mod
 from ember.jit.arch import Arch, ArchContext
 from ember.jit.key import KeyInputs, digest_sources
@@ -147,10 +147,9 @@ def build(r: Resolved, *, prebuilt: bool = True) -> Path:
         if so is not None:
             return so
     if prebuilt:
-        from ember.jit import artifacts
         from ember.jit import prebuilt as prebuilt_mod
 
-        so = prebuilt_mod.find_local(r) or artifacts.fetch_for(r)
+        so = prebuilt_mod.find_local(r) or _download(r)
         if so is not None:
             return so
     if knobs.disable_jit:
@@ -167,6 +166,20 @@ def build(r: Resolved, *, prebuilt: bool = True) -> Path:
         assert r.compiler_error is not None
         raise r.compiler_error
     return _build_locked(r, r.inputs, r.entry)
+
+
+def _download(r: Resolved) -> Path | None:
+    """The download step; a failed download falls back to compiling when that is allowed."""
+    from ember.jit import artifacts
+
+    try:
+        return artifacts.fetch_for(r)
+    except ArtifactError as exc:
+        # NOTE: offline, locked (EMBER_DISABLE_JIT) or compiler-less nodes must fail here (R7.1).
+        if knobs.offline or knobs.disable_jit or r.inputs is None:
+            raise
+        logger.warning("%s; compiling module %s instead", exc, r.spec.uri)
+        return None
 
 
 def _build_locked(r: Resolved, inputs: KeyInputs, entry: Path) -> Path:
@@ -278,5 +291,9 @@ def _load(so: Path) -> Any:
 
 
 def clear_memory_cache() -> None:
-    """Forget modules loaded by this process (they stay loaded; the next call re-resolves)."""
+    """Forget modules loaded by this process (they stay loaded; the next call re-resolves) and
+    the artifact manifests it fetched."""
     _LOADED.clear()
+    from ember.jit import artifacts
+
+    artifacts.forget_manifests()

@@ -45,3 +45,16 @@ def test_no_devices_no_list_raises_for_cuda() -> None:
     ctx = ArchContext(requested=(), explicit=False)
     with pytest.raises(ToolchainError, match=r"EMBER_CUDA_ARCH_LIST=9\.0a"):
         ctx.targets_for("m", ["sm80+"])
+
+
+@pytest.mark.parametrize(
+    ("built", "device", "ok"),
+    [
+        ("8.0", "8.0", True), ("8.0", "8.6", True), ("8.6", "8.0", False), ("8.0", "9.0a", False),
+        ("9.0a", "9.0a", True), ("9.0a", "9.0", True), ("9.0", "9.0a", True),
+        ("10.0f", "10.3", True), ("10.0a", "10.3a", False), ("9.0a", "10.0a", False),
+    ],
+)  # fmt: skip
+def test_covers_follows_binary_compatibility(built: str, device: str, ok: bool) -> None:
+    """SASS runs on its major with minor >= its own; ``a`` code on its exact arch (R5.14)."""
+    assert parse_arch(built).covers(parse_arch(device)) is ok

@@ -17,6 +17,8 @@ REQUIRED = {
     "EMBER_DISABLE_CACHE", "EMBER_JIT_VERBOSE", "EMBER_JIT_DEBUG", "EMBER_JIT_LINEINFO",
     "EMBER_MAX_JOBS", "EMBER_NVCC_THREADS", "EMBER_NVCC", "EMBER_NVCC_LAUNCHER",
     "EMBER_EXTRA_CUDA_FLAGS", "EMBER_PREBUILT_PATH", "EMBER_SKIP_VERSION_CHECK",
+    "EMBER_ARTIFACT_URL", "EMBER_ARTIFACT_VERIFY", "EMBER_DOWNLOAD_WORKERS", "EMBER_OFFLINE",
+    "EMBER_JIT_LOGLEVEL",
 }  # fmt: skip
 
 
@@ -51,6 +53,12 @@ def test_only_config_reads_environ() -> None:
         ("EMBER_EXTRA_CUDA_FLAGS", "-Xptxas '-v -O3'", "extra_cuda_flags", ("-Xptxas", "-v -O3")),
         ("EMBER_CACHE_DIR", "/x/y", "cache_dir", Path("/x/y")),
         ("EMBER_PREBUILT_PATH", "/a:/b", "prebuilt_path", (Path("/a"), Path("/b"))),
+        ("EMBER_ARTIFACT_URL", " https://mirror/x ", "artifact_url", "https://mirror/x"),
+        ("EMBER_ARTIFACT_VERIFY", "0", "artifact_verify", False),
+        ("EMBER_DOWNLOAD_WORKERS", "8", "download_workers", 8),
+        ("EMBER_OFFLINE", "yes", "offline", True),
+        ("EMBER_JIT_LOGLEVEL", "info", "jit_loglevel", 20),
+        ("EMBER_JIT_LOGLEVEL", "10", "jit_loglevel", 10),
     ],
 )
 def test_values_parse(
@@ -70,6 +78,9 @@ def test_values_parse(
         ("EMBER_CUDA_ARCH_LIST", "hopper", "cuda_arch_list"),
         ("EMBER_COMPILE_MEM_GB", "lots", "compile_mem_gb"),
         ("EMBER_EXTRA_CUDA_FLAGS", "'unterminated", "extra_cuda_flags"),
+        ("EMBER_DOWNLOAD_WORKERS", "0", "download_workers"),
+        ("EMBER_ARTIFACT_VERIFY", "sometimes", "artifact_verify"),
+        ("EMBER_JIT_LOGLEVEL", "loud", "jit_loglevel"),
     ],
 )
 def test_malformed_value_names_the_variable(
@@ -98,3 +109,9 @@ def test_code_overrides_env_and_scope_restores(monkeypatch: pytest.MonkeyPatch) 
 def test_default_cache_dir_is_under_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EMBER_CACHE_DIR")
     assert knobs.cache_dir == Path.home() / ".cache" / "ember"
+
+
+def test_artifact_defaults_are_safe() -> None:
+    """Verification on, 4 workers, online, no repository: nothing downloads unless asked (R7)."""
+    assert knobs.artifact_verify is True and knobs.download_workers == 4
+    assert knobs.offline is False and knobs.artifact_url is None and knobs.jit_loglevel is None
