@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 acceptance run for the norm family: tests, harness tables, cold compiles, variant sweep.
+# The H200 acceptance run for the norm family: cold compiles, the GPU test suite, harness tables.
 # Usage (device tool): bash tools/h200_final.sh   with .whl carried; everything lands under $OUT,
 # most important first, so a run cut short still returns what it finished.
 set -uo pipefail
@@ -18,13 +18,15 @@ x = torch.randn(4, 4096, device="cuda", dtype=torch.bfloat16); w = torch.randn(4
 t = time.perf_counter(); flashinfer.norm.rmsnorm(x, w); torch.cuda.synchronize(); print(f"flashinfer cold norm module (first call): {time.perf_counter()-t:.2f} s")
 PY
 echo "== tests"
-python3 -m pytest -q tests/ops tests/unit tests/jit/test_norm_compile.py -p no:cacheprovider --junitxml=$OUT/tests.xml 2>&1 | tail -4 | tee $OUT/tests.txt
+python3 -m pytest -q tests/ops -p no:cacheprovider 2>&1 | tail -4 | tee $OUT/tests.txt
 B="python3 -m ember.bench"
 P="--backends ember,torch,torch_compile,flashinfer,liger --dtypes bf16 --out $OUT/bench.jsonl -q"
 $B rmsnorm --shapes 8192x8192,8192x4096,4096x5120,8192x16384 --timing cuda_event $P > $OUT/t_rms.md 2>&1; tail -14 $OUT/t_rms.md
+$B rmsnorm --shapes 8192x8192,8192x4096,4096x5120,8192x16384 --timing cuda_graph $P >> $OUT/t_rms.md 2>&1; tail -14 $OUT/t_rms.md
 $B fused_add_rmsnorm --shapes 8192x8192,8192x4096 --timing cuda_event $P > $OUT/t_fused.md 2>&1; tail -10 $OUT/t_fused.md
+$B fused_add_rmsnorm --shapes 8192x8192,8192x4096 --timing cuda_graph $P >> $OUT/t_fused.md 2>&1; tail -10 $OUT/t_fused.md
 $B rmsnorm --shapes 1x4096,16x4096,64x4096,128x4096,1x5120,16x5120,64x5120 --timing cuda_graph $P > $OUT/t_rms_small.md 2>&1; tail -12 $OUT/t_rms_small.md
 $B host --out $OUT/bench.jsonl -q > $OUT/t_host.md 2>&1; tail -8 $OUT/t_host.md
 $B fused_add_rmsnorm --shapes 1x4096,64x4096,1x5120,64x5120 --timing cuda_graph $P > $OUT/t_fused_small.md 2>&1; tail -8 $OUT/t_fused_small.md
-echo "== variant sweep (decode-sized early weights)"
-python3 tools/norm_variants.py 2>&1 | tee $OUT/variants.txt
+echo "== the rest of the suite"
+timeout 420 python3 -m pytest -q tests -p no:cacheprovider --ignore=tests/ops 2>&1 | tail -6 | tee -a $OUT/tests.txt

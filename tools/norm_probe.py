@@ -32,10 +32,9 @@ EPS = 1e-6
 
 VARIANTS: dict[str, tuple[str, bool]] = {  # name -> (-D flags, legacy kernel sources)
     "new": ("", False),
-    "wb2": ("-DEMBER_NORM_WEIGHT_BATCH_NV=2", False),
-    "many8": ("-DEMBER_NORM_MANY_NV=8", False),
-    "drv": ("-DEMBER_NORM_DRIVER_LAUNCH=1", False),
-    "legacy": ("", True),
+    "no_pdl": ("-DEMBER_NORM_PDL=0", False),
+    "runtime_launch": ("-DEMBER_NORM_DRIVER_LAUNCH=0", False),
+    "no_early": ("-DEMBER_NORM_EARLY_WEIGHT=0", False),
 }
 HOST_PROBES = {"p2": 2, "p3": 3}
 DECODE = [(1, 4096), (16, 4096), (64, 4096), (128, 4096), (1, 5120), (16, 5120), (64, 5120)]
@@ -48,7 +47,7 @@ def module(name: str, flags: str = "", legacy: bool = False) -> Any:
     base = norm_spec("bf16")
     fl = tuple(flags.split())
     sources = base.sources
-    if legacy:
+    if legacy:  # NOTE: put a copy of older kernel units under tools/legacy/ to A/B against them
         sources = (base.sources[0], HERE / "legacy/norm_rmsnorm.cu", HERE / "legacy/norm_fused.cu")
     spec = dataclasses.replace(
         base,
@@ -216,8 +215,7 @@ def run_host(mods: dict[str, Any], probes: dict[str, Any], rounds: int) -> None:
         "ember.rmsnorm (api, out=)": lambda: ember.rmsnorm(x, w, out=o),
         "ffi rmsnorm_alloc": lambda: new.rmsnorm_alloc(x, w, EPS),
         "ffi rmsnorm out": lambda: new.rmsnorm(x, w, o, EPS),
-        "ffi drv out": lambda: mods["drv"].rmsnorm(x, w, o, EPS),
-        "ffi drv alloc": lambda: mods["drv"].rmsnorm_alloc(x, w, EPS),
+        "ffi runtime-launch out": lambda: mods["runtime_launch"].rmsnorm(x, w, o, EPS),
         "ffi p2 (+guard+stream)": lambda: probes["p2"].rmsnorm(x, w, o, EPS),
         "ffi p3 (launch, no guard)": lambda: probes["p3"].rmsnorm(x, w, o, EPS),
         "python empty_like + ffi out": lambda: new.rmsnorm(x, w, torch.empty_like(x), EPS),

@@ -56,6 +56,11 @@ class _Functions:
 
 
 _BY_DTYPE: dict[Any, _Functions] = {}
+# NOTE: the eager hot path looks its function up in these directly (one dict subscript, no
+# attribute access): ~0.1 us of a ~6 us call on the H200 host (docs/perf/notes/norm.md, v4).
+_ALLOC: dict[Any, Any] = {}
+_INTO: dict[Any, Any] = {}
+_FUSED: dict[Any, Any] = {}
 
 
 def _functions(x: Any, fn: str) -> _Functions:
@@ -76,6 +81,9 @@ def _functions_for_dtype(dtype: Any, fn: str) -> _Functions:
     mod = build_and_load(norm_spec(name))
     fns = _Functions(mod.rmsnorm, mod.rmsnorm_alloc, mod.fused_add_rmsnorm, mod.plan_for)
     _BY_DTYPE[dtype] = fns
+    _ALLOC[dtype] = fns.rmsnorm_alloc
+    _INTO[dtype] = fns.rmsnorm
+    _FUSED[dtype] = fns.fused_add_rmsnorm
     return fns
 
 
@@ -112,13 +120,17 @@ def rmsnorm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None) -> Any:
     --------
     >>> y = ember.rmsnorm(x, w, eps=1e-6)          # doctest: +SKIP
     """
-    try:
-        fns = _BY_DTYPE[x.dtype]
-    except (KeyError, AttributeError):
-        fns = _functions(x, "ember.rmsnorm")
     if out is None:
-        return fns.rmsnorm_alloc(x, weight, eps)
-    fns.rmsnorm(x, weight, out, eps)
+        try:
+            alloc = _ALLOC[x.dtype]
+        except (KeyError, AttributeError):
+            alloc = _functions(x, "ember.rmsnorm").rmsnorm_alloc
+        return alloc(x, weight, eps)
+    try:
+        into = _INTO[x.dtype]
+    except (KeyError, AttributeError):
+        into = _functions(x, "ember.rmsnorm").rmsnorm
+    into(x, weight, out, eps)
     return out
 
 
@@ -134,10 +146,10 @@ def fused_add_rmsnorm_(x: Any, residual: Any, weight: Any, eps: float = 1e-6) ->
     >>> ember.fused_add_rmsnorm_(hidden, residual, w)   # doctest: +SKIP
     """
     try:
-        fns = _BY_DTYPE[x.dtype]
+        fused = _FUSED[x.dtype]
     except (KeyError, AttributeError):
-        fns = _functions(x, "ember.fused_add_rmsnorm_")
-    fns.fused_add_rmsnorm(x, residual, weight, eps)
+        fused = _functions(x, "ember.fused_add_rmsnorm_").fused_add_rmsnorm
+    fused(x, residual, weight, eps)
 
 
 def plan_for(dtype: Any, hidden: int, rows: int = 8192, *, aligned: bool = True) -> tuple[int, ...]:

@@ -140,18 +140,13 @@ __device__ __forceinline__ float sum_squares(const Vec<T, VEC>& v) {
 // 16 vectors per thread fit without spills at 512 threads.
 // BLOCK_ROW: one row per block (blockDim.x threads, a multiple of 32); otherwise groups of
 // 2^tpr_log2 threads per row, several rows per block.
-#ifndef EMBER_NORM_WEIGHT_BATCH_NV
-#define EMBER_NORM_WEIGHT_BATCH_NV 4  // NOTE: switches for the variant sweep (tools/norm_probe.py)
-#endif
 // NOTE: up to 4 vectors per thread the kernels are capped at 64 registers (two 512-thread blocks
 // per SM): uncapped, batching the weights took 71-81 registers and 8192x8192 fell from 66 to
 // 81 us (3 blocks of 256 per SM instead of 4; docs/perf/notes/norm.md, v4).
-#ifndef EMBER_NORM_MIN_BLOCKS_NV
-#define EMBER_NORM_MIN_BLOCKS_NV 4
-#endif
+constexpr int kCappedNV = 4;
 
 template <typename T, int VEC, int NV, bool FUSED, bool EARLY_WEIGHT, bool BLOCK_ROW>
-__global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= EMBER_NORM_MIN_BLOCKS_NV ? 2 : 1)
+__global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
     rmsnorm_kernel(Rows<const T> x, Rows<T> residual, const T* __restrict__ weight, Rows<T> out,
                    Problem p, int tpr_log2) {
   // NOTE: no integer division before the first load (the previous version spent three runtime
@@ -187,7 +182,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= EMBER_NORM_MIN_BLOCKS
   }
 
   constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
-  constexpr bool kWeightBatch = NV <= EMBER_NORM_WEIGHT_BATCH_NV;  // all weights in flight
+  constexpr bool kWeightBatch = NV <= kCappedNV;     // all weights in flight at once
   Vec<T, VEC> vals[NV];
   Vec<T, VEC> res[kResidualEarly ? NV : 1];
   Vec<T, VEC> wvals[kWeightBatch ? NV : 1];
@@ -243,13 +238,11 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= EMBER_NORM_MIN_BLOCKS
   }
 }
 
-#ifndef EMBER_NORM_DRIVER_LAUNCH
-#define EMBER_NORM_DRIVER_LAUNCH 0  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
-#endif
-
-#if EMBER_NORM_DRIVER_LAUNCH
-// cuLaunchKernelEx through the runtime's driver entry point (no link against libcuda), with the
-// kernel's CUfunction looked up once per device: skips the runtime's per-launch bookkeeping.
+// Kernels launch through cuLaunchKernelEx, reached through the runtime's driver entry point (no
+// link against libcuda), with each kernel's CUfunction looked up once per device: 0.15 us less
+// host time per call than cudaLaunchKernelEx (H200 host; docs/perf/notes/norm.md, v4). Where the
+// entry point is unavailable the runtime launch is used. `pdl` adds the programmatic-stream-
+// serialization attribute (sm_90+ devices).
 using LaunchKernelExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
 inline LaunchKernelExFn driver_launch_kernel_ex() {
   static const LaunchKernelExFn fn = [] {
@@ -258,6 +251,7 @@ inline LaunchKernelExFn driver_launch_kernel_ex() {
     if (cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &p, 12000, cudaEnableDefault, &q) !=
             cudaSuccess ||
         q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
       return static_cast<LaunchKernelExFn>(nullptr);
     }
     return reinterpret_cast<LaunchKernelExFn>(p);
@@ -265,43 +259,41 @@ inline LaunchKernelExFn driver_launch_kernel_ex() {
   return fn;
 }
 
+#ifndef EMBER_NORM_DRIVER_LAUNCH
+#define EMBER_NORM_DRIVER_LAUNCH 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
+#endif
+
 // NOTE: the kernel is a template argument so each kernel gets its own CUfunction cache.
 template <auto Kernel, typename... Args>
 cudaError_t launch_kernel(dim3 grid, dim3 block, cudaStream_t stream, bool pdl, Args... args) {
   constexpr int kMaxDevices = 64;
   static CUfunction funcs[kMaxDevices] = {};
-  const LaunchKernelExFn launch = driver_launch_kernel_ex();
+  const LaunchKernelExFn launch = EMBER_NORM_DRIVER_LAUNCH ? driver_launch_kernel_ex() : nullptr;
   int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  if (launch == nullptr || device >= kMaxDevices) return cudaErrorNotSupported;
-  if (funcs[device] == nullptr) {
-    cudaFunction_t f = nullptr;
-    err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
-    if (err != cudaSuccess) return err;
-    funcs[device] = reinterpret_cast<CUfunction>(f);
+  if (launch != nullptr && cudaGetDevice(&device) == cudaSuccess && device < kMaxDevices) {
+    if (funcs[device] == nullptr) {
+      cudaFunction_t f = nullptr;
+      const cudaError_t err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
+      if (err != cudaSuccess) return err;
+      funcs[device] = reinterpret_cast<CUfunction>(f);
+    }
+    CUlaunchAttribute attr[1];
+    attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr[0].value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid.x;
+    config.gridDimY = grid.y;
+    config.gridDimZ = grid.z;
+    config.blockDimX = block.x;
+    config.blockDimY = block.y;
+    config.blockDimZ = block.z;
+    config.sharedMemBytes = 0;
+    config.hStream = reinterpret_cast<CUstream>(stream);
+    config.attrs = attr;
+    config.numAttrs = pdl ? 1 : 0;
+    void* params[] = {static_cast<void*>(&args)...};
+    return static_cast<cudaError_t>(launch(&config, funcs[device], params, nullptr));
   }
-  CUlaunchAttribute attr[1];
-  attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr[0].value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig config{};
-  config.gridDimX = grid.x;
-  config.gridDimY = grid.y;
-  config.gridDimZ = grid.z;
-  config.blockDimX = block.x;
-  config.blockDimY = block.y;
-  config.blockDimZ = block.z;
-  config.sharedMemBytes = 0;
-  config.hStream = reinterpret_cast<CUstream>(stream);
-  config.attrs = attr;
-  config.numAttrs = pdl ? 1 : 0;
-  void* params[] = {static_cast<void*>(&args)...};
-  return static_cast<cudaError_t>(launch(&config, funcs[device], params, nullptr));
-}
-#else
-// Launches with the programmatic-stream-serialization attribute when `pdl` (sm_90+ devices).
-template <auto Kernel, typename... Args>
-cudaError_t launch_kernel(dim3 grid, dim3 block, cudaStream_t stream, bool pdl, Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -314,7 +306,6 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, cudaStream_t stream, bool pdl, 
   config.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&config, Kernel, args...);
 }
-#endif
 
 inline int log2_of(int v) {
   int l = 0;
@@ -333,11 +324,11 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
   const int64_t blocks = (p.rows + lp.rows_per_block - 1) / lp.rows_per_block;
   const dim3 grid(static_cast<unsigned>(blocks));
   const int tpr_log2 = log2_of(lp.threads_per_row);
-#define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                            \
-  do {                                                                                     \
+#define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                                 \
+  do {                                                                                          \
     const cudaError_t err = launch_kernel<rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW>>( \
-        grid, dim3(threads), stream, lp.pdl, x, residual, weight, out, p, tpr_log2);           \
-    if (err != cudaSuccess) return err;                                                    \
+        grid, dim3(threads), stream, lp.pdl, x, residual, weight, out, p, tpr_log2);            \
+    if (err != cudaSuccess) return err;                                                         \
   } while (0)
   const bool block_row = lp.rows_per_block == 1;
   if (block_row && lp.threads_per_row % 32 != 0) return cudaErrorInvalidValue;
@@ -366,11 +357,6 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
     return cudaSuccess;
   }
   switch (lp.vectors_per_thread) {
-#if EMBER_NORM_FEW_NV == 1
-    case 1:
-      EMBER_NORM_LAUNCH(1, false, true);
-      break;
-#endif
     case 2:
       // NOTE: early weights measured faster only in the fused kernel (decode sizes, -0.05 us);
       // plain rmsnorm was 0.05-0.1 us faster without (docs/perf/notes/norm.md, v4).

@@ -45,6 +45,8 @@ constexpr int kMaxVectorsPerThread = 16;
 constexpr int kMaxThreadsPerRow = 512;
 // Up to this many rows a call counts as decode-sized (latency bound): about two rows per SM.
 constexpr int64_t kFewRows = 256;
+// Rows of at least this many vectors (8192 bf16) use 8 vectors per thread when there are many.
+constexpr int64_t kLongRowVectors = 1024;
 
 // Plans a launch for `rows` rows of `hidden` elements of `elem_bytes` bytes, accessed `vec`
 // elements at a time: 16 / elem_bytes, or 1 for rows that are not 16-byte aligned. Returns false
@@ -53,16 +55,11 @@ constexpr int64_t kFewRows = 256;
 // NOTE (measured on H200, docs/perf/notes/norm.md): short rows (<= 128 vectors) use sub-warp
 // groups so a block holds several rows. Long rows use one block per row holding the whole row in
 // registers: 4 vectors per thread when there are many rows (8192x4096: 128 threads beat 256 by
-// 12 %; 8192x16384: 512 beat 256 by 11 %), 2 when there are few (decode: more threads, shorter
-// per-thread chains), more only when 512 threads would not cover the row.
-#ifndef EMBER_NORM_FEW_NV
-#define EMBER_NORM_FEW_NV 2  // NOTE: switches for the variant sweep (tools/norm_probe.py)
-#endif
-#ifndef EMBER_NORM_MANY_NV
-#define EMBER_NORM_MANY_NV 4
-#endif
+// 12 %), 8 for rows of 1024+ vectors (8192x8192 and 8192x16384: ~0.9 % faster than 4, 5120: 3 %
+// slower), 2 when there are few (decode: more threads, shorter per-thread chains), more only
+// when 512 threads would not cover the row.
 #ifndef EMBER_NORM_EARLY_WEIGHT
-#define EMBER_NORM_EARLY_WEIGHT 1  // NOTE: a switch for the variant sweep (tools/norm_variants.py)
+#define EMBER_NORM_EARLY_WEIGHT 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
 #endif
 
 inline bool plan(int64_t hidden, int64_t rows, int vec, int elem_bytes, LaunchPlan* out) {
@@ -81,7 +78,8 @@ inline bool plan(int64_t hidden, int64_t rows, int vec, int elem_bytes, LaunchPl
     return true;
   }
   if (vec != 1) {
-    for (int nv = rows <= kFewRows ? EMBER_NORM_FEW_NV : EMBER_NORM_MANY_NV; nv <= kMaxVectorsPerThread; nv *= 2) {
+    const int first = rows <= kFewRows ? 2 : (nvec >= kLongRowVectors ? 8 : 4);
+    for (int nv = first; nv <= kMaxVectorsPerThread; nv *= 2) {
       lp.vectors_per_thread = nv;
       threads = (nvec + nv - 1) / nv;
       if (threads <= kMaxThreadsPerRow) break;
