@@ -155,6 +155,11 @@ def _retrying(url: str, what: str, attempt_fn: Any) -> Any:
                 ) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             last = exc
+            if isinstance(getattr(exc, "reason", None), FileNotFoundError):
+                raise ArtifactError(
+                    f"{what}: {url} does not exist (check EMBER_ARTIFACT_URL and the ember "
+                    f"version directory {__version__})"
+                ) from None
         logger.info("%s: attempt %d/%d for %s failed: %s", what, attempt + 1, ATTEMPTS, url, last)
     raise ArtifactError(f"{what}: {url} failed after {ATTEMPTS} attempts: {last}")
 

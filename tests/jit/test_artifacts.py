@@ -255,7 +255,12 @@ def test_local_directory_works_as_repository(repo: Path, tmp_path: Path) -> None
             assert _axpy_works()
 
 
-def test_manifest_problems_fail_clearly(repo: Path, toy_tree: Tree) -> None:
+def test_manifest_problems_fail_clearly(repo: Path, toy_tree: Tree, tmp_path: Path) -> None:
+    with (
+        knobs.scope(artifact_url=str(tmp_path / "nowhere")),
+        pytest.raises(ArtifactError, match="does not exist"),
+    ):
+        artifacts.fetch()  # a missing local file is final: no retries
     path = repo / VERSION / "manifest.json"
     manifest = json.loads(path.read_text())
     with knobs.scope(artifact_url=str(repo)):
