@@ -82,12 +82,19 @@ def set_header(where: Path, value: int) -> None:
     (where / "include" / "value.h").write_text(f"#define EMBER_TEST_VALUE {value}\n")
 
 
+def pythonpath(*first: str | os.PathLike[str]) -> str:
+    """``first`` ahead of the caller's PYTHONPATH entries (which may hold tvm-ffi or torch, as on
+    the GPU host, where packages are installed with ``pip --target``)."""
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([*(str(f) for f in first), *inherited])
+
+
 def run_py(
     code: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter with ember importable; returns the finished process."""
     full = dict(os.environ)
-    full["PYTHONPATH"] = os.pathsep.join([str(REPO), full.get("PYTHONPATH", "")])
+    full["PYTHONPATH"] = pythonpath(REPO)
     full.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from ember.jit.workspace import PACKAGE_DIR
 from ember.ops import toy
 
 from .conftest import Tree
-from .helpers import REPO, make_wrapper, run_py
+from .helpers import REPO, make_wrapper, pythonpath, run_py
 
 HOST, CUDA = "toy_axpy_host", "toy_axpy_cuda"
 
@@ -243,7 +242,7 @@ def test_prebuilt_package_is_discovered_and_versions_agree(toy_tree: Tree, tmp_p
         "print(json.dumps({'package': md.version('ember-prebuilt'), 'ember': ember.__version__, ",
     )
     env = _no_compiler_env(tmp_path, EMBER_JIT_LOGLEVEL="INFO")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(site)])
+    env["PYTHONPATH"] = pythonpath(REPO, site)
     proc = run_py(code, env=env)
     assert proc.returncode == 0, proc.stderr
     facts = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -13,11 +13,11 @@ from ember.config import knobs
 from ember.jit import build_and_load, resolve
 from ember.jit.entry import validate
 
-from .helpers import REPO, make_value_module, make_wrapper, run_py, spec_code
+from .helpers import REPO, make_value_module, make_wrapper, pythonpath, run_py, spec_code
 
 
 def _popen(code: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    full = dict(os.environ, PYTHONPATH=str(REPO), **env)
+    full = dict(os.environ, PYTHONPATH=pythonpath(REPO), **env)
     return subprocess.Popen(
         [sys.executable, "-c", code], env=full, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

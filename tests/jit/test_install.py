@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .helpers import REPO
+from .helpers import REPO, pythonpath
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -40,7 +40,7 @@ def test_read_only_install_writes_nothing_under_the_package(tmp_path: Path) -> N
     before = _snapshot(pkg)
     env = dict(os.environ)
     env.update(
-        PYTHONPATH=str(site),
+        PYTHONPATH=pythonpath(site),
         PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"),  # the interpreter's .pyc, not ember's
         EMBER_CACHE_DIR=str(tmp_path / "cache"),
     )
