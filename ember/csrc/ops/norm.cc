@@ -126,6 +126,7 @@ n::LaunchPlan validate(const char* fn, const TensorView& x, const TensorView& we
   *p = n::Problem{rows, inner > 0 ? inner : 1, hidden, static_cast<float>(eps),
                   hidden > 0 ? static_cast<float>(1.0 / static_cast<double>(hidden)) : 0.f};
   lp.pdl = EMBER_NORM_PDL && supports_pdl(x.device().device_id);
+  lp.device = x.device().device_id;
   return lp;
 }
 
@@ -140,16 +141,18 @@ void check_launch(const char* fn, cudaError_t err) {
   }
 }
 
+// Makes `device` current for the launch and restores the caller's device afterwards. NOTE: one
+// cudaGetDevice per call (the launch is told the device instead of asking again).
 struct DeviceScope {
   int saved = -1;
+  bool switched = false;
   explicit DeviceScope(int device) {
-    cudaGetDevice(&saved);
-    if (saved != device) cudaSetDevice(device);
+    if (cudaGetDevice(&saved) != cudaSuccess || saved != device) {
+      switched = cudaSetDevice(device) == cudaSuccess;
+    }
   }
   ~DeviceScope() {
-    int now = -1;
-    cudaGetDevice(&now);
-    if (saved >= 0 && now != saved) cudaSetDevice(saved);
+    if (switched && saved >= 0) cudaSetDevice(saved);
   }
 };
 

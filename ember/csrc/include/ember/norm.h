@@ -38,6 +38,7 @@ struct LaunchPlan {
   int rows_per_block;
   bool early_weight;  // fused kernel: load the weights with the row (2-vector block-row plans)
   bool pdl;           // launch as a programmatic dependent (sm_90+), set by the caller
+  int device;         // the CUDA device (current during the launch), set by the caller
 };
 
 // The widest vector (16 bytes) and the largest vectors-per-thread the kernels are compiled for.
