@@ -116,6 +116,13 @@ def rmsnorm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None) -> Any:
         Ranks, shapes, devices, strides or the hidden size are unsupported (hidden up to 65536
         for 16-byte aligned rows of bf16/fp16, 32768 for fp32; 8192 otherwise).
 
+    Notes
+    -----
+    On sm_90 and newer the kernel launches as a programmatic dependent (PDL): it may start while
+    the previous kernel on the stream is finishing and waits for that kernel's writes before its
+    first load, so results are as with an ordinary launch; inside a CUDA graph this overlaps
+    consecutive launches (about 0.6 µs per decode-sized call on an H200).
+
     Examples
     --------
     >>> y = ember.rmsnorm(x, w, eps=1e-6)          # doctest: +SKIP
