@@ -34,7 +34,7 @@ VARIANTS: dict[str, tuple[str, bool]] = {  # name -> (-D flags, legacy kernel so
     "new": ("", False),
     "persist_w": ("-DEMBER_NORM_PERSIST=1", False),
     "persist": ("-DEMBER_NORM_PERSIST=2", False),
-    "runtime_launch": ("-DEMBER_NORM_DRIVER_LAUNCH=0", False),
+    "runtime_launch": ("-DEMBER_DRIVER_LAUNCH=0", False),
 }
 HOST_PROBES = {"p2": 2, "p3": 3}
 DECODE = [(1, 4096), (16, 4096), (64, 4096), (128, 4096), (1, 5120), (16, 5120), (64, 5120)]

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "binding.h"
+#include "ember/device.h"
 
 // NOTE: a measurement switch for tools/norm_probe.py (host-cost breakdown); normal builds leave it
 // undefined. 0: return on entry; 1: after validation (and allocation); 2: after the device guard
@@ -75,22 +76,6 @@ void* data(const TensorView& t) { return static_cast<char*>(t.data_ptr()) + t.by
 #define EMBER_NORM_PDL 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
 #endif
 
-// Programmatic dependent launch needs compute capability 9.0; looked up once per device.
-bool supports_pdl(int device) {
-  constexpr int kMaxDevices = 64;
-  static int cached[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
-  if (device < 0 || device >= kMaxDevices) return false;
-  if (cached[device] == 0) {
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    cached[device] = major >= 9 ? 2 : 1;
-  }
-  return cached[device] == 2;
-}
-
 // Checks shared by both ops; returns the problem and plan, or throws before anything is written.
 n::LaunchPlan validate(const char* fn, const TensorView& x, const TensorView& weight,
                        const TensorView& other, const char* other_name, double eps, n::Problem* p) {
@@ -125,7 +110,7 @@ n::LaunchPlan validate(const char* fn, const TensorView& x, const TensorView& we
   const int64_t inner = x.ndim() == 3 ? x.shape()[1] : 1;
   *p = n::Problem{rows, inner > 0 ? inner : 1, hidden, static_cast<float>(eps),
                   hidden > 0 ? static_cast<float>(1.0 / static_cast<double>(hidden)) : 0.f};
-  lp.pdl = EMBER_NORM_PDL && supports_pdl(x.device().device_id);
+  lp.pdl = EMBER_NORM_PDL && ember::supports_pdl(x.device().device_id);
   lp.device = x.device().device_id;
   return lp;
 }
@@ -141,21 +126,6 @@ void check_launch(const char* fn, cudaError_t err) {
   }
 }
 
-// Makes `device` current for the launch and restores the caller's device afterwards. NOTE: one
-// cudaGetDevice per call (the launch is told the device instead of asking again).
-struct DeviceScope {
-  int saved = -1;
-  bool switched = false;
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&saved) != cudaSuccess || saved != device) {
-      switched = cudaSetDevice(device) == cudaSuccess;
-    }
-  }
-  ~DeviceScope() {
-    if (switched && saved >= 0) cudaSetDevice(saved);
-  }
-};
-
 void launch_rmsnorm(const TensorView& x, const TensorView& weight, const TensorView& out,
                     const n::Problem& p, const n::LaunchPlan& lp) {
   if constexpr (EMBER_NORM_PROBE == 3) {
@@ -163,7 +133,7 @@ void launch_rmsnorm(const TensorView& x, const TensorView& weight, const TensorV
                                              layout_of(out), p, lp, stream_of(x)));
     return;
   }
-  DeviceScope scope(x.device().device_id);
+  ember::DeviceScope scope(x.device().device_id);
   cudaStream_t stream = stream_of(x);
   if constexpr (EMBER_NORM_PROBE == 2) {
     if (stream == reinterpret_cast<cudaStream_t>(1)) TVM_FFI_THROW(RuntimeError) << "unreachable";
@@ -197,7 +167,7 @@ void fused_add_rmsnorm(TensorView x, TensorView residual, TensorView weight, dou
   constexpr const char* fn = "ember.fused_add_rmsnorm_";
   n::Problem p{};
   const n::LaunchPlan lp = validate(fn, x, weight, residual, "residual", eps, &p);
-  DeviceScope scope(x.device().device_id);
+  ember::DeviceScope scope(x.device().device_id);
   check_launch(fn, n::fused_add_rmsnorm(data(x), layout_of(x), data(residual), layout_of(residual),
                                         data(weight), p, lp, stream_of(x)));
 }

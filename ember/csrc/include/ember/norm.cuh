@@ -6,12 +6,12 @@
 // one row per block, shuffle + shared-memory reduction). Arithmetic is fp32.
 #pragma once
 
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "ember/dtype.cuh"
+#include "ember/launch.cuh"
 #include "ember/norm.h"
 
 namespace ember {
@@ -108,21 +108,6 @@ struct Rows {
     return base + o * layout.stride_outer + (r - o * inner) * layout.stride_inner;
   }
 };
-
-// Programmatic dependent launch (sm_90+, PTX "griddepcontrol"): launched with the
-// programmatic-stream-serialization attribute, a kernel may start while the previous kernel on
-// the stream finishes; `wait` blocks until that kernel's writes are visible, so it comes before
-// the first load. `launch_dependents` lets the next such kernel start its own prologue.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-}
 
 template <typename T, int VEC>
 __device__ __forceinline__ float sum_squares(const Vec<T, VEC>& v) {
@@ -236,76 +221,6 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
     }
     if (in[k]) store_vec<T, VEC, !FUSED>(orow + idx[k] * VEC, ov);
   }
-}
-
-// Kernels launch through cuLaunchKernelEx, reached through the runtime's driver entry point (no
-// link against libcuda), with each kernel's CUfunction looked up once per device: 0.15 us less
-// host time per call than cudaLaunchKernelEx (H200 host; docs/perf/notes/norm.md, v4). Where the
-// entry point is unavailable the runtime launch is used. `pdl` adds the programmatic-stream-
-// serialization attribute (sm_90+ devices).
-using LaunchKernelExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
-inline LaunchKernelExFn driver_launch_kernel_ex() {
-  static const LaunchKernelExFn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &p, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return static_cast<LaunchKernelExFn>(nullptr);
-    }
-    return reinterpret_cast<LaunchKernelExFn>(p);
-  }();
-  return fn;
-}
-
-#ifndef EMBER_NORM_DRIVER_LAUNCH
-#define EMBER_NORM_DRIVER_LAUNCH 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
-#endif
-
-// NOTE: the kernel is a template argument so each kernel gets its own CUfunction cache.
-// `device` is the current device (the caller's guard made it so; no query per launch).
-template <auto Kernel, typename... Args>
-cudaError_t launch_kernel(dim3 grid, dim3 block, cudaStream_t stream, bool pdl, int device,
-                          Args... args) {
-  constexpr int kMaxDevices = 64;
-  static CUfunction funcs[kMaxDevices] = {};
-  const LaunchKernelExFn launch = EMBER_NORM_DRIVER_LAUNCH ? driver_launch_kernel_ex() : nullptr;
-  if (launch != nullptr && device >= 0 && device < kMaxDevices) {
-    if (funcs[device] == nullptr) {
-      cudaFunction_t f = nullptr;
-      const cudaError_t err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
-      if (err != cudaSuccess) return err;
-      funcs[device] = reinterpret_cast<CUfunction>(f);
-    }
-    CUlaunchAttribute attr[1];
-    attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr[0].value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig config{};
-    config.gridDimX = grid.x;
-    config.gridDimY = grid.y;
-    config.gridDimZ = grid.z;
-    config.blockDimX = block.x;
-    config.blockDimY = block.y;
-    config.blockDimZ = block.z;
-    config.sharedMemBytes = 0;
-    config.hStream = reinterpret_cast<CUstream>(stream);
-    config.attrs = attr;
-    config.numAttrs = pdl ? 1 : 0;
-    void* params[] = {static_cast<void*>(&args)...};
-    return static_cast<cudaError_t>(launch(&config, funcs[device], params, nullptr));
-  }
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, Kernel, args...);
 }
 
 #ifndef EMBER_NORM_PERSIST
