@@ -93,6 +93,47 @@ def test_dispatch_plans_are_explicit(
     assert norm.plan_for(dtype, hidden, rows, aligned=aligned) == plan
 
 
+# The combinations the launchers compile (norm.cuh, launch_vec): one row per block with 2-16
+# vectors per thread (scalar rows: 16), or sub-warp groups of 1-32 threads with 1, 2 or 4.
+_BLOCK_ROW_NV = {2, 4, 8, 16}
+_GROUP_NV = {1, 2, 4}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("rows", [1, 256, 257, 8192])
+def test_every_plan_is_a_compiled_combination(dtype: torch.dtype, rows: int) -> None:
+    # R5.11/R5.12: plan() only ever produces what the dispatch compiled, and covers the row.
+    elem = torch.tensor([], dtype=dtype).element_size()
+    wide = 16 // elem
+    max_hidden = 16 * 512 * wide
+    hiddens = sorted(
+        {*range(1, 1025), *range(1024, max_hidden + 1, 8 * wide), max_hidden, max_hidden + wide}
+    )
+    seen = set()
+    for hidden in hiddens:
+        for aligned in (True, False):
+            plan = norm.plan_for(dtype, hidden, rows, aligned=aligned)
+            if not plan:
+                limit = max_hidden if aligned and hidden % wide == 0 else 16 * 512
+                assert hidden > limit, (hidden, aligned)
+                continue
+            vec, nv, tpr, rpb, early = plan
+            seen.add((vec, nv, rpb > 1))
+            assert vec == (wide if aligned and hidden % wide == 0 else 1), plan
+            assert hidden % vec == 0 and tpr * nv * vec >= hidden, (hidden, plan)
+            assert tpr * rpb <= 512, (hidden, plan)
+            if rpb > 1:
+                assert vec == wide and nv in _GROUP_NV, (hidden, plan)
+                assert tpr <= 32 and tpr & (tpr - 1) == 0 and tpr * rpb == 256, (hidden, plan)
+            else:
+                assert tpr % 32 == 0, (hidden, plan)
+                assert nv in (_BLOCK_ROW_NV if vec == wide else {16}), (hidden, plan)
+                # NOTE: no more threads than the row needs (one warp of slack).
+                assert (tpr - 32) * nv * vec < hidden, (hidden, plan)
+            assert early == int(vec == wide and nv == 2 and rpb == 1), (hidden, plan)
+    assert {nv for _, nv, group in seen if group} <= _GROUP_NV
+
+
 def _bf16(*shape: int) -> torch.Tensor:
     return torch.randn(*shape).to(torch.bfloat16)
 
