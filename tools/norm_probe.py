@@ -34,6 +34,8 @@ VARIANTS: dict[str, tuple[str, bool]] = {  # name -> (-D flags, legacy kernel so
     "new": ("", False),
     "persist_w": ("-DEMBER_NORM_PERSIST=1", False),
     "persist": ("-DEMBER_NORM_PERSIST=2", False),
+    "stream": ("-DEMBER_NORM_STREAMING=1", False),
+    "persist_stream": ("-DEMBER_NORM_PERSIST=2 -DEMBER_NORM_STREAMING=1", False),
     "runtime_launch": ("-DEMBER_DRIVER_LAUNCH=0", False),
 }
 HOST_PROBES = {"p2": 2, "p3": 3}

@@ -39,11 +39,20 @@ __device__ __forceinline__ uint4 pack16(const Vec<T, VEC>& v) {
   }
 }
 
-template <typename T, int VEC>
+#ifndef EMBER_NORM_STREAMING
+#define EMBER_NORM_STREAMING 0  // NOTE: an experiment for the variant sweep (tools/norm_probe.py)
+#endif
+// Plain rmsnorm reads x once and writes out once: with EMBER_NORM_STREAMING those accesses carry
+// the evict-first ("cs") cache hint. Measured without effect in v2; kept switchable to re-check
+// on the v4 kernels.
+constexpr bool kStreaming = EMBER_NORM_STREAMING != 0;
+
+template <typename T, int VEC, bool kStream = false>
 __device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
   Vec<T, VEC> v;
   if constexpr (sizeof(Vec<T, VEC>) == 16) {
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const uint4 u =
+        kStream ? __ldcs(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
     memcpy(&v, &u, 16);
   } else {
     v = *reinterpret_cast<const Vec<T, VEC>*>(p);
@@ -59,7 +68,10 @@ template <typename T, int VEC, bool kExplicit = false>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
   if constexpr (sizeof(Vec<T, VEC>) == 16) {
     const uint4 u = pack16<T, VEC>(v);
-    if constexpr (kExplicit) {
+    if constexpr (kExplicit && kStreaming) {
+      asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
+                   "r"(u.z), "r"(u.w));
+    } else if constexpr (kExplicit) {
       asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
                    "r"(u.z), "r"(u.w));
     } else {
@@ -174,7 +186,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
   pdl_wait();
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    vals[k] = load_vec<T, VEC>(xr + idx[k] * VEC);
+    vals[k] = load_vec < T, VEC, !FUSED && kStreaming > (xr + idx[k] * VEC);
     if constexpr (kResidualEarly) res[k] = load_vec<T, VEC>(rr + idx[k] * VEC);
     if constexpr (EARLY_WEIGHT) wvals[k] = load_vec<T, VEC>(weight + idx[k] * VEC);
   }
@@ -258,7 +270,7 @@ __global__ void __launch_bounds__(NV >= 8 ? 256 : kMaxThreadsPerRow)
   const T* xr = x.row(r, p.inner);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    cur[k] = load_vec<T, VEC>(xr + idx[k] * VEC);
+    cur[k] = load_vec<T, VEC, kStreaming>(xr + idx[k] * VEC);
     if constexpr (kWeightRegs) w[k] = load_vec<T, VEC>(weight + idx[k] * VEC);
   }
   pdl_launch_dependents();
@@ -266,7 +278,7 @@ __global__ void __launch_bounds__(NV >= 8 ? 256 : kMaxThreadsPerRow)
     const int64_t rn = r + gridDim.x < p.rows ? r + gridDim.x : r;  // NOTE: clamped prefetch
     const T* xn = x.row(rn, p.inner);
 #pragma unroll
-    for (int k = 0; k < NV; ++k) nxt[k] = load_vec<T, VEC>(xn + idx[k] * VEC);
+    for (int k = 0; k < NV; ++k) nxt[k] = load_vec<T, VEC, kStreaming>(xn + idx[k] * VEC);
     float sumsq = 0.f;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
