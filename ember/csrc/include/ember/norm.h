@@ -1,7 +1,8 @@
 // RMSNorm family: the host-visible interface between the binding (csrc/ops/norm.cc, compiled by
-// the C++ compiler) and the kernels (csrc/ops/norm_kernels.cu, compiled by nvcc). Keeping the two
-// in separate translation units lets ninja compile them in parallel and keeps the tvm-ffi headers
-// out of nvcc's work. Framework-free: raw pointers and plain integers only (R3.1, R3.2).
+// the C++ compiler) and the kernels (csrc/ops/norm_rmsnorm.cu and norm_fused.cu, compiled by nvcc).
+// Keeping the two in separate translation units lets ninja compile them in parallel and keeps the
+// tvm-ffi headers out of nvcc's work. Framework-free: raw pointers and plain integers only (R3.1,
+// R3.2).
 #pragma once
 
 #include <cuda_runtime_api.h>
