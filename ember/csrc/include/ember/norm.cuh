@@ -132,6 +132,29 @@ __device__ __forceinline__ float sum_squares(const Vec<T, VEC>& v) {
   return s;
 }
 
+// v * rstd * w, rounded to T.
+template <typename T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> scale(const Vec<T, VEC>& v, float rstd,
+                                             const Vec<T, VEC>& w) {
+  Vec<T, VEC> o;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) o.v[j] = from_float<T>(to_float(v.v[j]) * rstd * to_float(w.v[j]));
+  return o;
+}
+
+// The vector indices a thread covers in a row of `nvec` vectors: lane + k * tpr, clamped to the
+// last vector where past the row (`in[k]` false: load, ignore, do not store).
+template <int NV>
+__device__ __forceinline__ void row_indices(int lane, int tpr, int nvec, int (&idx)[NV],
+                                            bool (&in)[NV]) {
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int i = lane + k * tpr;
+    in[k] = i < nvec;
+    idx[k] = in[k] ? i : nvec - 1;
+  }
+}
+
 // FUSED: residual = x + residual (rounded to T); out (= x) = rmsnorm(residual) * weight.
 // Rows stay in registers as loaded (16 bytes = 4 registers per vector whatever the dtype), so
 // 16 vectors per thread fit without spills at 512 threads.
@@ -171,12 +194,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
   T* rr = FUSED ? residual.row(rl, p.inner) : nullptr;
   int idx[NV];
   bool in[NV];
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int i = lane + k * tpr;
-    in[k] = i < nvec;
-    idx[k] = in[k] ? i : nvec - 1;
-  }
+  row_indices<NV>(lane, tpr, nvec, idx, in);
 
   constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
   constexpr bool kWeightBatch = NV <= kCappedNV;     // all weights in flight at once
@@ -226,11 +244,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
     } else {
       wv = load_vec<T, VEC>(weight + idx[k] * VEC);
     }
-    Vec<T, VEC> ov;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      ov.v[j] = from_float<T>(to_float(vals[k].v[j]) * rstd * to_float(wv.v[j]));
-    }
+    const Vec<T, VEC> ov = scale(vals[k], rstd, wv);
     if (in[k]) store_vec<T, VEC, !FUSED>(orow + idx[k] * VEC, ov);
   }
 }
@@ -257,12 +271,7 @@ __global__ void __launch_bounds__(NV >= 8 ? 256 : kMaxThreadsPerRow)
   const int nvec = static_cast<int>(p.hidden / VEC);
   int idx[NV];
   bool in[NV];
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int i = lane + k * tpr;
-    in[k] = i < nvec;
-    idx[k] = in[k] ? i : nvec - 1;
-  }
+  row_indices<NV>(lane, tpr, nvec, idx, in);
   constexpr bool kWeightRegs = EMBER_NORM_PERSIST == 1;  // 2: re-read weights (L1) per row
   Vec<T, VEC> w[kWeightRegs ? NV : 1], cur[NV], nxt[NV];
   pdl_wait();
@@ -306,11 +315,7 @@ __global__ void __launch_bounds__(NV >= 8 ? 256 : kMaxThreadsPerRow)
       } else {
         wk = load_vec<T, VEC>(weight + idx[k] * VEC);
       }
-      Vec<T, VEC> ov;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        ov.v[j] = from_float<T>(to_float(cur[k].v[j]) * rstd * to_float(wk.v[j]));
-      }
+      const Vec<T, VEC> ov = scale(cur[k], rstd, wk);
       if (in[k]) store_vec<T, VEC, true>(orow + idx[k] * VEC, ov);
     }
 #pragma unroll
