@@ -86,6 +86,17 @@ def graph_us(calls: list[Callable[[], Any]], per_graph: int, replays: int = 40) 
     return statistics.median(times)
 
 
+def interleaved(
+    impls: dict[str, Callable[[int], Callable[[], Any]]], k: int, per_graph: int, rounds: int
+) -> dict[str, list[float]]:
+    """Graph-replay µs per call of every implementation, ``rounds`` times, in turn."""
+    results: dict[str, list[float]] = {n: [] for n in impls}
+    for _ in range(rounds):
+        for name, mk in impls.items():
+            results[name].append(graph_us([mk(i) for i in range(k)], per_graph))
+    return results
+
+
 def rotation(nbytes_per_set: int) -> int:
     return max(2, min(128, (2 * L2) // max(1, nbytes_per_set) + 1))
 
@@ -155,11 +166,7 @@ def run_rmsnorm(mods: dict[str, Any], shapes: list[tuple[int, int]], rounds: int
             got = os_[0] if name in mods else res
             if not close(got, ref):
                 bad.append(name)
-        per_graph = 32 if t * h <= 1 << 20 else 8
-        results: dict[str, list[float]] = {n: [] for n in impls}
-        for _ in range(rounds):
-            for name, mk in impls.items():
-                results[name].append(graph_us([mk(i) for i in range(k)], per_graph))
+        results = interleaved(impls, k, 32 if t * h <= 1 << 20 else 8, rounds)
         report(f"rmsnorm {t}x{h}", results, 2 * t * h * 2, bad)
 
 
@@ -183,11 +190,7 @@ def run_fused(mods: dict[str, Any], shapes: list[tuple[int, int]], rounds: int) 
             mk(0)()
             if not (close(xs[0], want_x) and close(rs[0], want_r)):
                 bad.append(name)
-        per_graph = 32 if t * h <= 1 << 20 else 8
-        results: dict[str, list[float]] = {n: [] for n in impls}
-        for _ in range(rounds):
-            for name, mk in impls.items():
-                results[name].append(graph_us([mk(i) for i in range(k)], per_graph))
+        results = interleaved(impls, k, 32 if t * h <= 1 << 20 else 8, rounds)
         report(f"fused {t}x{h}", results, 4 * t * h * 2, bad)
 
 
