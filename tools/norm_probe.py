@@ -5,7 +5,7 @@ ordering cannot favour one), by CUDA-graph replay (host cost excluded; inputs ro
 Variants are the norm_bf16 spec with extra -D flags or other kernel sources, each its own uri,
 built by the normal JIT. `--ncu` runs each kernel twice at two shapes for Nsight Compute.
 
-    python tools/norm_probe.py [--rounds 3] [--only decode,big,fused,host] [--ncu]
+    python tools/norm_probe.py [--rounds 3] [--only decode,big,fused,host] [--ncu] [--baseline DIR]
 """
 
 # ruff: noqa: B023 -- the closures are called inside the iteration that defines them.
@@ -25,19 +25,19 @@ from ember.jit import build_and_load
 from ember.ops.norm import norm_spec
 from ember.testing import fused_add_rmsnorm_ref, rmsnorm_ref
 
-HERE = Path(__file__).resolve().parent
 L2 = 60 << 20
 DT = torch.bfloat16
 EPS = 1e-6
 
-VARIANTS: dict[str, tuple[str, bool]] = {  # name -> (-D flags, legacy kernel sources)
-    "new": ("", False),
-    "persist_w": ("-DEMBER_NORM_PERSIST=1", False),
-    "persist": ("-DEMBER_NORM_PERSIST=2", False),
-    "stream": ("-DEMBER_NORM_STREAMING=1", False),
-    "persist_stream": ("-DEMBER_NORM_PERSIST=2 -DEMBER_NORM_STREAMING=1", False),
-    "runtime_launch": ("-DEMBER_DRIVER_LAUNCH=0", False),
+VARIANTS: dict[str, str] = {  # name -> extra -D flags
+    "new": "",
+    "persist_w": "-DEMBER_NORM_PERSIST=1",
+    "persist": "-DEMBER_NORM_PERSIST=2",
+    "stream": "-DEMBER_NORM_STREAMING=1",
+    "persist_stream": "-DEMBER_NORM_PERSIST=2 -DEMBER_NORM_STREAMING=1",
+    "runtime_launch": "-DEMBER_DRIVER_LAUNCH=0",
 }
+BASELINE = "baseline"  # --baseline DIR: older norm_rmsnorm.cu/norm_fused.cu (and headers) there
 HOST_PROBES = {"p2": 2, "p3": 3}
 DECODE = [(1, 4096), (16, 4096), (64, 4096), (128, 4096), (1, 5120), (16, 5120), (64, 5120)]
 BIG = [(8192, 8192), (8192, 4096), (4096, 5120), (8192, 16384)]
@@ -45,12 +45,12 @@ FUSED = [(1, 4096), (64, 4096), (1, 5120), (64, 5120), (8192, 8192), (8192, 4096
 COMPILE_SHAPES = {(8192, 8192), (8192, 16384), (8192, 4096), (64, 4096)}
 
 
-def module(name: str, flags: str = "", legacy: bool = False) -> Any:
+def module(name: str, flags: str = "", kernels: Path | None = None) -> Any:
     base = norm_spec("bf16")
     fl = tuple(flags.split())
     sources = base.sources
-    if legacy:  # NOTE: put a copy of older kernel units under tools/legacy/ to A/B against them
-        sources = (base.sources[0], HERE / "legacy/norm_rmsnorm.cu", HERE / "legacy/norm_fused.cu")
+    if kernels is not None:  # NOTE: the current binding with other kernel units, for A/B runs
+        sources = (base.sources[0], kernels / "norm_rmsnorm.cu", kernels / "norm_fused.cu")
     spec = dataclasses.replace(
         base,
         uri=f"normx_{name}",
@@ -196,7 +196,8 @@ def run_fused(mods: dict[str, Any], shapes: list[tuple[int, int]], rounds: int) 
 
 def report(title: str, results: dict[str, list[float]], nbytes: int, bad: list[str]) -> None:
     med = {n: statistics.median(v) for n, v in results.items()}
-    best_peer = min((v for n, v in med.items() if n not in VARIANTS), default=float("nan"))
+    ours = {*VARIANTS, BASELINE}
+    best_peer = min((v for n, v in med.items() if n not in ours), default=float("nan"))
     parts = []
     for n, v in med.items():
         rounds = "/".join(f"{x:.2f}" for x in results[n])
@@ -286,8 +287,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="decode,big,fused,host")
     ap.add_argument("--ncu", action="store_true")
+    ap.add_argument("--baseline", default=None, help="dir with older norm kernel units to A/B")
     a = ap.parse_args()
-    mods = {n: module(n, f, legacy) for n, (f, legacy) in VARIANTS.items()}
+    mods = {n: module(n, f) for n, f in VARIANTS.items()}
+    if a.baseline:
+        mods[BASELINE] = module(BASELINE, kernels=Path(a.baseline).resolve())
     if a.ncu:
         run_ncu(mods)
         return

@@ -8,7 +8,6 @@ dtype (``norm_bf16``, ``norm_fp16``, ``norm_fp32``) → the functions below.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ember.jit import KernelSpec, build_and_load, register
@@ -47,15 +46,7 @@ def _specs() -> Iterator[KernelSpec]:
         yield norm_spec(dtype)
 
 
-@dataclass(frozen=True)
-class _Functions:
-    rmsnorm: Any
-    rmsnorm_alloc: Any
-    fused_add_rmsnorm: Any
-    plan_for: Any
-
-
-_BY_DTYPE: dict[Any, _Functions] = {}
+_MODULES: dict[Any, Any] = {}  # torch dtype -> loaded module (rmsnorm, rmsnorm_alloc, ...)
 # NOTE: the eager hot path looks its function up in these directly (one dict subscript, no
 # attribute access): ~0.1 us of a ~6 us call on the H200 host (docs/perf/notes/norm.md, v4).
 _ALLOC: dict[Any, Any] = {}
@@ -63,28 +54,27 @@ _INTO: dict[Any, Any] = {}
 _FUSED: dict[Any, Any] = {}
 
 
-def _functions(x: Any, fn: str) -> _Functions:
-    """The module's functions for ``x``'s dtype, building the module on first use."""
+def _functions(x: Any, fn: str) -> Any:
+    """The module for ``x``'s dtype (its functions as attributes), built on first use."""
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         raise TypeError(f"{fn}: `x` must be a tensor, got {type(x).__name__}")
     return _functions_for_dtype(dtype, fn)
 
 
-def _functions_for_dtype(dtype: Any, fn: str) -> _Functions:
-    """The module's functions for a torch dtype (cached per dtype)."""
-    if dtype in _BY_DTYPE:
-        return _BY_DTYPE[dtype]
+def _functions_for_dtype(dtype: Any, fn: str) -> Any:
+    """The module for a torch dtype (cached per dtype; fills the hot-path tables)."""
+    if dtype in _MODULES:
+        return _MODULES[dtype]
     name = _TORCH_NAMES.get(str(dtype))
     if name is None:
         raise TypeError(f"{fn}: `x` must be bfloat16, float16 or float32, got {dtype}")
     mod = build_and_load(norm_spec(name))
-    fns = _Functions(mod.rmsnorm, mod.rmsnorm_alloc, mod.fused_add_rmsnorm, mod.plan_for)
-    _BY_DTYPE[dtype] = fns
-    _ALLOC[dtype] = fns.rmsnorm_alloc
-    _INTO[dtype] = fns.rmsnorm
-    _FUSED[dtype] = fns.fused_add_rmsnorm
-    return fns
+    _MODULES[dtype] = mod
+    _ALLOC[dtype] = mod.rmsnorm_alloc
+    _INTO[dtype] = mod.rmsnorm
+    _FUSED[dtype] = mod.fused_add_rmsnorm
+    return mod
 
 
 def rmsnorm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None) -> Any:
