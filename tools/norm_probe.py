@@ -31,10 +31,9 @@ EPS = 1e-6
 
 VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "new": "",
-    "persist_w": "-DEMBER_NORM_PERSIST=1",
-    "persist": "-DEMBER_NORM_PERSIST=2",
-    "stream": "-DEMBER_NORM_STREAMING=1",
-    "persist_stream": "-DEMBER_NORM_PERSIST=2 -DEMBER_NORM_STREAMING=1",
+    "nostream": "-DEMBER_NORM_STREAMING=0",
+    "nopdl": "-DEMBER_NORM_PDL=0",
+    "long_nv4": "-DEMBER_NORM_LONG_ROW_NV=4",
     "runtime_launch": "-DEMBER_DRIVER_LAUNCH=0",
 }
 BASELINE = "baseline"  # --baseline DIR: older norm_rmsnorm.cu/norm_fused.cu (and headers) there
@@ -86,14 +85,36 @@ def graph_us(calls: list[Callable[[], Any]], per_graph: int, replays: int = 40) 
     return statistics.median(times)
 
 
+def event_us(calls: list[Callable[[], Any]], n: int = 200) -> float:
+    """Median µs of one call between two events, eager launches (the harness's cuda_event)."""
+    for c in calls:
+        c()
+    torch.cuda.synchronize()
+    ev = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(n)
+    ]
+    for i, (s, e) in enumerate(ev):
+        s.record()
+        calls[i % len(calls)]()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in ev)
+
+
+TIMING = "graph"
+
+
 def interleaved(
     impls: dict[str, Callable[[int], Callable[[], Any]]], k: int, per_graph: int, rounds: int
 ) -> dict[str, list[float]]:
-    """Graph-replay µs per call of every implementation, ``rounds`` times, in turn."""
+    """µs per call of every implementation (graph replay or events), ``rounds`` times, in turn."""
     results: dict[str, list[float]] = {n: [] for n in impls}
     for _ in range(rounds):
         for name, mk in impls.items():
-            results[name].append(graph_us([mk(i) for i in range(k)], per_graph))
+            calls = [mk(i) for i in range(k)]
+            us = graph_us(calls, per_graph) if TIMING == "graph" else event_us(calls)
+            results[name].append(us)
     return results
 
 
@@ -214,6 +235,9 @@ def run_host(mods: dict[str, Any], probes: dict[str, Any], rounds: int) -> None:
     w = torch.randn(128, device="cuda").to(DT)
     o = torch.empty_like(x)
     new = mods["new"]
+    held = mods["long_nv4"]  # NOTE: same binding code; its functions keep the GIL for the A/B
+    held.rmsnorm_alloc.release_gil = False
+    held.rmsnorm.release_gil = False
     cases: dict[str, Callable[[], Any]] = {
         "torch x+x": lambda: x + x,
         "torch.empty_like": lambda: torch.empty_like(x),
@@ -221,6 +245,8 @@ def run_host(mods: dict[str, Any], probes: dict[str, Any], rounds: int) -> None:
         "ember.rmsnorm (api, out=)": lambda: ember.rmsnorm(x, w, out=o),
         "ffi rmsnorm_alloc": lambda: new.rmsnorm_alloc(x, w, EPS),
         "ffi rmsnorm out": lambda: new.rmsnorm(x, w, o, EPS),
+        "ffi rmsnorm_alloc, GIL held": lambda: held.rmsnorm_alloc(x, w, EPS),
+        "ffi rmsnorm out, GIL held": lambda: held.rmsnorm(x, w, o, EPS),
         "ffi runtime-launch out": lambda: mods["runtime_launch"].rmsnorm(x, w, o, EPS),
         "ffi p2 (+guard+stream)": lambda: probes["p2"].rmsnorm(x, w, o, EPS),
         "ffi p3 (launch, no guard)": lambda: probes["p3"].rmsnorm(x, w, o, EPS),
@@ -258,7 +284,8 @@ def run_host(mods: dict[str, Any], probes: dict[str, Any], rounds: int) -> None:
     for c, v in res.items():
         print(
             f"host {c}: {statistics.median(v):.2f} us/call (min {min(v):.2f}); "
-            f"host alone {statistics.median(alone[c]):.2f}",
+            f"host alone {statistics.median(alone[c]):.2f}; rounds "
+            + " ".join(f"{r:.2f}" for r in v),
             flush=True,
         )
 
@@ -287,9 +314,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="decode,big,fused,host")
     ap.add_argument("--ncu", action="store_true")
+    ap.add_argument("--variants", default="", help="comma-separated subset of VARIANTS")
+    ap.add_argument("--timing", default="graph", help="graph, event or graph,event")
     ap.add_argument("--baseline", default=None, help="dir with older norm kernel units to A/B")
     a = ap.parse_args()
-    mods = {n: module(n, f) for n, f in VARIANTS.items()}
+    keep = a.variants.split(",") if a.variants else list(VARIANTS)
+    mods = {n: module(n, VARIANTS[n]) for n in keep}
     if a.baseline:
         mods[BASELINE] = module(BASELINE, kernels=Path(a.baseline).resolve())
     if a.ncu:
@@ -299,12 +329,15 @@ def main() -> None:
     if "host" in only:
         probes = {n: module(n, f"-DEMBER_NORM_PROBE={v}") for n, v in HOST_PROBES.items()}
         run_host(mods, probes, a.rounds)
-    if "decode" in only:
-        run_rmsnorm(mods, DECODE, a.rounds)
-    if "fused" in only:
-        run_fused(mods, FUSED, a.rounds)
-    if "big" in only:
-        run_rmsnorm(mods, BIG, a.rounds)
+    global TIMING
+    for TIMING in a.timing.split(","):
+        print(f"== timing {TIMING}", flush=True)
+        if "decode" in only:
+            run_rmsnorm(mods, DECODE, a.rounds)
+        if "fused" in only:
+            run_fused(mods, FUSED, a.rounds)
+        if "big" in only:
+            run_rmsnorm(mods, BIG, a.rounds)
 
 
 if __name__ == "__main__":

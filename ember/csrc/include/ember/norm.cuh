@@ -40,11 +40,11 @@ __device__ __forceinline__ uint4 pack16(const Vec<T, VEC>& v) {
 }
 
 #ifndef EMBER_NORM_STREAMING
-#define EMBER_NORM_STREAMING 0  // NOTE: an experiment for the variant sweep (tools/norm_probe.py)
+#define EMBER_NORM_STREAMING 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
 #endif
-// Plain rmsnorm reads x once and writes out once: with EMBER_NORM_STREAMING those accesses carry
-// the evict-first ("cs") cache hint. Measured without effect in v2; kept switchable to re-check
-// on the v4 kernels.
+// Plain rmsnorm reads x once and writes out once: those accesses carry the evict-first ("cs")
+// cache hint. Without effect in v2; on the v4 kernels 0.3-0.9 % faster at every large shape
+// (8192x8192 65.44 vs 65.70 us, graph replay; docs/perf/notes/norm.md, v5).
 constexpr bool kStreaming = EMBER_NORM_STREAMING != 0;
 
 template <typename T, int VEC, bool kStream = false>
@@ -249,97 +249,6 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
   }
 }
 
-#ifndef EMBER_NORM_PERSIST
-#define EMBER_NORM_PERSIST 0  // NOTE: an experiment for the variant sweep (tools/norm_probe.py)
-#endif
-
-#if EMBER_NORM_PERSIST
-// Experiment (plain rmsnorm, many rows, one row per block): a persistent grid of
-// SMs x resident blocks; each block walks rows r, r + gridDim.x, ... with the weights held in
-// registers and row r + gridDim.x loaded while row r is reduced and stored, so loads never pause
-// for a block's reduction or launch. Two shared-memory buffers alternate between rows so one
-// barrier per row suffices.
-template <typename T, int VEC, int NV>
-__global__ void __launch_bounds__(NV >= 8 ? 256 : kMaxThreadsPerRow)
-    rmsnorm_persistent_kernel(Rows<const T> x, const T* __restrict__ weight, Rows<T> out,
-                              Problem p) {
-  constexpr int kMaxWarps = kMaxThreadsPerRow / 32;
-  __shared__ float partial[2][kMaxWarps];
-  const int tpr = static_cast<int>(blockDim.x);
-  const int lane = static_cast<int>(threadIdx.x);
-  const int warps = tpr / 32;
-  const int nvec = static_cast<int>(p.hidden / VEC);
-  int idx[NV];
-  bool in[NV];
-  row_indices<NV>(lane, tpr, nvec, idx, in);
-  constexpr bool kWeightRegs = EMBER_NORM_PERSIST == 1;  // 2: re-read weights (L1) per row
-  Vec<T, VEC> w[kWeightRegs ? NV : 1], cur[NV], nxt[NV];
-  pdl_wait();
-  int64_t r = blockIdx.x;
-  const T* xr = x.row(r, p.inner);
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    cur[k] = load_vec<T, VEC, kStreaming>(xr + idx[k] * VEC);
-    if constexpr (kWeightRegs) w[k] = load_vec<T, VEC>(weight + idx[k] * VEC);
-  }
-  pdl_launch_dependents();
-  for (int parity = 0; r < p.rows; r += gridDim.x, parity ^= 1) {
-    const int64_t rn = r + gridDim.x < p.rows ? r + gridDim.x : r;  // NOTE: clamped prefetch
-    const T* xn = x.row(rn, p.inner);
-#pragma unroll
-    for (int k = 0; k < NV; ++k) nxt[k] = load_vec<T, VEC, kStreaming>(xn + idx[k] * VEC);
-    float sumsq = 0.f;
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const float s = sum_squares<T, VEC>(cur[k]);
-      sumsq += in[k] ? s : 0.f;
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      sumsq += __shfl_xor_sync(0xffffffffu, sumsq, offset);
-    }
-    if (lane % 32 == 0) partial[parity][lane / 32] = sumsq;
-    __syncthreads();
-    float total = 0.f;
-#pragma unroll
-    for (int i = 0; i < kMaxWarps; ++i) {
-      if (i < warps) total += partial[parity][i];
-    }
-    const float rstd = rsqrtf(total * p.inv_hidden + p.eps);
-    T* orow = out.row(r, p.inner);
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      Vec<T, VEC> wk;
-      if constexpr (kWeightRegs) {
-        wk = w[k];
-      } else {
-        wk = load_vec<T, VEC>(weight + idx[k] * VEC);
-      }
-      const Vec<T, VEC> ov = scale(cur[k], rstd, wk);
-      if (in[k]) store_vec<T, VEC, true>(orow + idx[k] * VEC, ov);
-    }
-#pragma unroll
-    for (int k = 0; k < NV; ++k) cur[k] = nxt[k];
-  }
-}
-
-template <typename T, int VEC, int NV>
-cudaError_t launch_persistent(Rows<const T> x, const T* weight, Rows<T> out, const Problem& p,
-                              const LaunchPlan& lp, cudaStream_t stream) {
-  int sms = 0, per_sm = 0;
-  cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, lp.device);
-  if (err == cudaSuccess) {
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, rmsnorm_persistent_kernel<T, VEC, NV>, lp.threads_per_row, 0);
-  }
-  if (err != cudaSuccess) return err;
-  const int64_t want = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
-  const dim3 grid(static_cast<unsigned>(p.rows < want ? p.rows : want));
-  return launch_kernel<rmsnorm_persistent_kernel<T, VEC, NV>>(
-      grid, dim3(lp.threads_per_row), stream, lp.pdl, lp.device, x, weight, out, p);
-}
-#endif
-
 inline int log2_of(int v) {
   int l = 0;
   while ((1 << l) < v) ++l;
@@ -368,16 +277,6 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
   if (!block_row && (lp.threads_per_row > 32 || (1 << tpr_log2) != lp.threads_per_row)) {
     return cudaErrorInvalidValue;
   }
-#if EMBER_NORM_PERSIST
-  if constexpr (!FUSED && VEC != 1) {
-    if (block_row && p.rows > kFewRows) {
-      if (lp.vectors_per_thread == 4)
-        return launch_persistent<T, VEC, 4>(x, weight, out, p, lp, stream);
-      if (lp.vectors_per_thread == 8)
-        return launch_persistent<T, VEC, 8>(x, weight, out, p, lp, stream);
-    }
-  }
-#endif
   if constexpr (VEC == 1) {
     if (lp.vectors_per_thread != kMaxVectorsPerThread || !block_row) return cudaErrorInvalidValue;
     EMBER_NORM_LAUNCH(16, false, true);

@@ -49,6 +49,9 @@ constexpr int kMaxThreadsPerRow = 512;
 constexpr int64_t kFewRows = 256;
 // Rows of at least this many vectors (8192 bf16) use 8 vectors per thread when there are many.
 constexpr int64_t kLongRowVectors = 1024;
+#ifndef EMBER_NORM_LONG_ROW_NV
+#define EMBER_NORM_LONG_ROW_NV 8  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
+#endif
 
 // Plans a launch for `rows` rows of `hidden` elements of `elem_bytes` bytes, accessed `vec`
 // elements at a time: 16 / elem_bytes, or 1 for rows that are not 16-byte aligned. Returns false
@@ -80,7 +83,7 @@ inline bool plan(int64_t hidden, int64_t rows, int vec, int elem_bytes, LaunchPl
     return true;
   }
   if (vec != 1) {
-    const int first = rows <= kFewRows ? 2 : (nvec >= kLongRowVectors ? 8 : 4);
+    const int first = rows <= kFewRows ? 2 : (nvec >= kLongRowVectors ? EMBER_NORM_LONG_ROW_NV : 4);
     for (int nv = first; nv <= kMaxVectorsPerThread; nv *= 2) {
       lp.vectors_per_thread = nv;
       threads = (nvec + nv - 1) / nv;
