@@ -42,9 +42,9 @@ __device__ __forceinline__ uint4 pack16(const Vec<T, VEC>& v) {
 #ifndef EMBER_NORM_STREAMING
 #define EMBER_NORM_STREAMING 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
 #endif
-// Plain rmsnorm reads x once and writes out once: those accesses carry the evict-first ("cs")
-// cache hint. Without effect in v2; on the v4 kernels 0.3-0.9 % faster at every large shape
-// (8192x8192 65.44 vs 65.70 us, graph replay; docs/perf/notes/norm.md, v5).
+// Plain rmsnorm reads x once and writes out once: in the large-problem plans those accesses carry
+// the evict-first ("cs") cache hint. Without effect in v2; on the v4 kernels 0.2-0.6 % faster at
+// the large shapes (8192x16384 128.95 vs 129.44 us, graph replay; docs/perf/notes/norm.md, v5).
 constexpr bool kStreaming = EMBER_NORM_STREAMING != 0;
 
 template <typename T, int VEC, bool kStream = false>
@@ -64,11 +64,12 @@ __device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
 // emits four 32-bit stores (seen in the SASS); forcing the 128-bit store made plain rmsnorm 2-7 %
 // faster but the fused kernel, whose residual stores sit between loads, 25 % slower (volatile asm
 // pins their order), so only the final output store of plain rmsnorm uses it.
-template <typename T, int VEC, bool kExplicit = false>
+// kStream (with kExplicit): the evict-first form.
+template <typename T, int VEC, bool kExplicit = false, bool kStream = false>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
   if constexpr (sizeof(Vec<T, VEC>) == 16) {
     const uint4 u = pack16<T, VEC>(v);
-    if constexpr (kExplicit && kStreaming) {
+    if constexpr (kExplicit && kStream) {
       asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
                    "r"(u.z), "r"(u.w));
     } else if constexpr (kExplicit) {
@@ -198,13 +199,17 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
 
   constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
   constexpr bool kWeightBatch = NV <= kCappedNV;     // all weights in flight at once
+  // NOTE: evict-first only where plan() puts large problems (one row per block, >= 4 vectors per
+  // thread: more than 256 rows, or rows over 1024 vectors): a decode-sized output stays an
+  // ordinary L2 line for the GEMM that reads it next.
+  constexpr bool kStreamRow = !FUSED && kStreaming && BLOCK_ROW && NV >= 4;
   Vec<T, VEC> vals[NV];
   Vec<T, VEC> res[kResidualEarly ? NV : 1];
   Vec<T, VEC> wvals[kWeightBatch ? NV : 1];
   pdl_wait();
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    vals[k] = load_vec < T, VEC, !FUSED && kStreaming > (xr + idx[k] * VEC);
+    vals[k] = load_vec<T, VEC, kStreamRow>(xr + idx[k] * VEC);
     if constexpr (kResidualEarly) res[k] = load_vec<T, VEC>(rr + idx[k] * VEC);
     if constexpr (EARLY_WEIGHT) wvals[k] = load_vec<T, VEC>(weight + idx[k] * VEC);
   }
@@ -245,7 +250,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
       wv = load_vec<T, VEC>(weight + idx[k] * VEC);
     }
     const Vec<T, VEC> ov = scale(vals[k], rstd, wv);
-    if (in[k]) store_vec<T, VEC, !FUSED>(orow + idx[k] * VEC, ov);
+    if (in[k]) store_vec<T, VEC, !FUSED, kStreamRow>(orow + idx[k] * VEC, ov);
   }
 }
 
