@@ -35,6 +35,8 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "nopdl": "-DEMBER_NORM_PDL=0",
     "long_nv4": "-DEMBER_NORM_LONG_ROW_NV=4",
     "runtime_launch": "-DEMBER_DRIVER_LAUNCH=0",
+    "nofixed": "-DEMBER_NORM_FIXED_TPR=0",
+    "fixed6": "-DEMBER_NORM_FIXED_MIN_BLOCKS=6",
 }
 BASELINE = "baseline"  # --baseline DIR: older norm_rmsnorm.cu/norm_fused.cu (and headers) there
 HOST_PROBES = {"p2": 2, "p3": 3}
@@ -315,6 +317,7 @@ def main() -> None:
     ap.add_argument("--only", default="decode,big,fused,host")
     ap.add_argument("--ncu", action="store_true")
     ap.add_argument("--variants", default="", help="comma-separated subset of VARIANTS")
+    ap.add_argument("--big", default="", help="shapes for `big`, e.g. 8192x8192,8192x16384")
     ap.add_argument("--timing", default="graph", help="graph, event or graph,event")
     ap.add_argument("--baseline", default=None, help="dir with older norm kernel units to A/B")
     a = ap.parse_args()
@@ -326,6 +329,7 @@ def main() -> None:
         run_ncu(mods)
         return
     only = set(a.only.split(","))
+    big = [tuple(int(v) for v in s.split("x")) for s in a.big.split(",")] if a.big else BIG
     if "host" in only:
         probes = {n: module(n, f"-DEMBER_NORM_PROBE={v}") for n, v in HOST_PROBES.items()}
         run_host(mods, probes, a.rounds)
@@ -337,7 +341,7 @@ def main() -> None:
         if "fused" in only:
             run_fused(mods, FUSED, a.rounds)
         if "big" in only:
-            run_rmsnorm(mods, BIG, a.rounds)
+            run_rmsnorm(mods, big, a.rounds)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ from ember.testing import fused_add_rmsnorm_ref, requires, rmsnorm_ref, toleranc
 pytestmark = requires(feature="norm")
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-# (tokens, hidden): decode and prefill sizes, the model sizes, odd and unaligned widths.
+# (tokens, hidden): decode and prefill sizes, the model sizes, odd and unaligned widths. Rows of
+# 1024 vectors with > 256 rows (8192 bf16/fp16, 4096 fp32) take the fixed-thread kernel.
 SHAPES = [
     (1, 64), (7, 128), (3, 100), (33, 1000), (1, 4096), (64, 4096), (5, 5120), (2, 6144),
-    (9, 7168), (128, 8192), (3, 16384), (16384, 128), (1000, 2048),
+    (9, 7168), (128, 8192), (300, 8192), (257, 4096), (3, 16384), (16384, 128), (1000, 2048),
 ]  # fmt: skip
 
 
