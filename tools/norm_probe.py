@@ -35,8 +35,6 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "nopdl": "-DEMBER_NORM_PDL=0",
     "long_nv4": "-DEMBER_NORM_LONG_ROW_NV=4",
     "runtime_launch": "-DEMBER_DRIVER_LAUNCH=0",
-    "nofixed": "-DEMBER_NORM_FIXED_TPR=0",
-    "fixed6": "-DEMBER_NORM_FIXED_MIN_BLOCKS=6",
 }
 BASELINE = "baseline"  # --baseline DIR: older norm_rmsnorm.cu/norm_fused.cu (and headers) there
 HOST_PROBES = {"p2": 2, "p3": 3}

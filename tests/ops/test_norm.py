@@ -15,8 +15,8 @@ from ember.testing import fused_add_rmsnorm_ref, requires, rmsnorm_ref, toleranc
 pytestmark = requires(feature="norm")
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-# (tokens, hidden): decode and prefill sizes, the model sizes, odd and unaligned widths. Rows of
-# 1024 vectors with > 256 rows (8192 bf16/fp16, 4096 fp32) take the fixed-thread kernel.
+# (tokens, hidden): decode and prefill sizes, the model sizes, odd and unaligned widths; more than
+# 256 rows of 8192 (bf16/fp16) or 4096 (fp32) take the 8-vectors-per-thread kernel.
 SHAPES = [
     (1, 64), (7, 128), (3, 100), (33, 1000), (1, 4096), (64, 4096), (5, 5120), (2, 6144),
     (9, 7168), (128, 8192), (300, 8192), (257, 4096), (3, 16384), (16384, 128), (1000, 2048),

@@ -166,32 +166,8 @@ __device__ __forceinline__ void row_indices(int lane, int tpr, int nvec, int (&i
 // 81 us (3 blocks of 256 per SM instead of 4; docs/perf/notes/norm.md, v4).
 constexpr int kCappedNV = 4;
 
-#ifndef EMBER_NORM_FIXED_TPR
-#define EMBER_NORM_FIXED_TPR 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
-#endif
-#ifndef EMBER_NORM_FIXED_MIN_BLOCKS
-#define EMBER_NORM_FIXED_MIN_BLOCKS 5  // NOTE: a switch for the variant sweep
-#endif
-// FIXED_TPR > 0: one row per block of exactly FIXED_TPR threads and NV * FIXED_TPR vectors (no
-// clamping), known at compile time, so the row offsets are immediates and the kernel fits more
-// blocks per SM without spilling (rows of 1024 vectors: 8192 bf16/fp16, 4096 fp32). Plain
-// rmsnorm only: the fused kernel at fp16 spilled 40 bytes under the same cap.
-constexpr int kFixedTpr = 128;
-constexpr int kFixedNV = 8;
-
-template <int NV, int FIXED_TPR>
-constexpr int kernel_max_threads() {
-  return FIXED_TPR > 0 ? FIXED_TPR : kMaxThreadsPerRow;
-}
-template <int NV, int FIXED_TPR>
-constexpr int kernel_min_blocks() {
-  return FIXED_TPR > 0 ? EMBER_NORM_FIXED_MIN_BLOCKS : (NV <= kCappedNV ? 2 : 1);
-}
-
-template <typename T, int VEC, int NV, bool FUSED, bool EARLY_WEIGHT, bool BLOCK_ROW,
-          int FIXED_TPR = 0>
-__global__ void __launch_bounds__(kernel_max_threads<NV, FIXED_TPR>(),
-                                  kernel_min_blocks<NV, FIXED_TPR>())
+template <typename T, int VEC, int NV, bool FUSED, bool EARLY_WEIGHT, bool BLOCK_ROW>
+__global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
     rmsnorm_kernel(Rows<const T> x, Rows<T> residual, const T* __restrict__ weight, Rows<T> out,
                    Problem p, int tpr_log2) {
   // NOTE: no integer division before the first load (the previous version spent three runtime
@@ -219,16 +195,7 @@ __global__ void __launch_bounds__(kernel_max_threads<NV, FIXED_TPR>(),
   T* rr = FUSED ? residual.row(rl, p.inner) : nullptr;
   int idx[NV];
   bool in[NV];
-  if constexpr (FIXED_TPR > 0) {
-    static_assert(BLOCK_ROW, "fixed threads per row need one row per block");
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      idx[k] = lane + k * FIXED_TPR;
-      in[k] = true;
-    }
-  } else {
-    row_indices<NV>(lane, tpr, nvec, idx, in);
-  }
+  row_indices<NV>(lane, tpr, nvec, idx, in);
 
   constexpr bool kResidualEarly = FUSED && NV <= 8;  // NOTE: 16 x 2 vectors would spill.
   constexpr bool kWeightBatch = NV <= kCappedNV;     // all weights in flight at once
@@ -352,17 +319,6 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
       EMBER_NORM_LAUNCH(4, false, true);
       break;
     case 8:
-      if constexpr (!FUSED && VEC > 1 && EMBER_NORM_FIXED_TPR) {
-        if (lp.threads_per_row == kFixedTpr &&
-            p.hidden == static_cast<int64_t>(kFixedNV) * kFixedTpr * VEC) {
-          const cudaError_t err =
-              launch_kernel<rmsnorm_kernel<T, VEC, kFixedNV, FUSED, false, true, kFixedTpr>>(
-                  grid, dim3(threads), stream, lp.pdl, lp.device, x, residual, weight, out, p,
-                  tpr_log2);
-          if (err != cudaSuccess) return err;
-          break;
-        }
-      }
       EMBER_NORM_LAUNCH(8, false, true);
       break;
     case 16:
