@@ -13,7 +13,8 @@ Routines live in :mod:`ember.bench.routines` (``rmsnorm``, ``fused_add_rmsnorm``
 backend is checked against an fp32 reference before it is timed; every row records the timing
 mechanism, the statistics, the workload, the device and the command that reproduces it
 (:class:`~ember.bench.report.Row`). Timing: :mod:`ember.bench.timing`; host time:
-:mod:`ember.bench.host`; ceilings: :mod:`ember.bench.ceilings`.
+:mod:`ember.bench.host` (the backends of one case in interleaved rounds, so host drift stays out of
+their ratio); ceilings: :mod:`ember.bench.ceilings`.
 
 Nothing here is imported by ``import ember``, and torch and the peer libraries (FlashInfer, Liger,
 Triton, CUPTI) are imported only inside the functions that run on the GPU.

@@ -22,7 +22,7 @@ import logging
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 from ember.bench import ceilings as ceilings_mod
 from ember.bench.case import Case, Impl, Skip, check_outputs, format_shape, tolerances_for
 from ember.bench.errors import BenchError, TimingError
-from ember.bench.host import HOST_MECHANISM, host_time_per_call
+from ember.bench.host import HOST_MECHANISM, host_times_interleaved
 from ember.bench.report import (
     STATUS_REFCHECK_FAILED,
     Row,
@@ -61,8 +61,10 @@ PROG = "python -m ember.bench"
 _DEFAULT_L2_BYTES = 64 << 20
 _ROTATE_CAP_BYTES = 4 << 30
 _HOST_DEFAULTS = {"calls": 20_000, "rounds": 5}
+_HOST_L2 = "n/a (host time)"
 
 Timer = Callable[..., Measurement]
+GroupTimer = Callable[..., dict[Any, Measurement]]
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ class BenchContext:
         Host-time settings.
     timer, host_timer:
         The timing functions (:func:`ember.bench.timing.measure`,
-        :func:`ember.bench.host.host_time_per_call`); tests inject fakes.
+        :func:`ember.bench.host.host_times_interleaved`); tests inject fakes.
     notes:
         Notes copied into every row.
     """
@@ -209,7 +211,7 @@ class BenchContext:
     host_calls: int = _HOST_DEFAULTS["calls"]
     host_rounds: int = _HOST_DEFAULTS["rounds"]
     timer: Timer = measure
-    host_timer: Timer = host_time_per_call
+    host_timer: GroupTimer = host_times_interleaved
     notes: tuple[str, ...] = ()
 
     @classmethod
@@ -278,6 +280,50 @@ class BenchContext:
         )
         return row
 
+    def run_cases(self, pairs: Iterable[tuple[Case, Impl | Skip]]) -> list[Row]:
+        """:meth:`run_case` for every pair, in order.
+
+        Host-timed routines time the backends of one case together, their rounds interleaved
+        (:func:`ember.bench.host.host_times_interleaved`), so host drift stays out of ratios.
+        """
+        pairs = list(pairs)
+        if self.timer_kind != "host":
+            return [self.run_case(case, impl) for case, impl in pairs]
+        rows: list[Row] = []
+        groups: dict[int, list[tuple[Row, Case, Callable[[], object]]]] = {}
+        for case, impl in pairs:
+            row = self._new_row(case, impl)
+            rows.append(row)
+            where = f"{case.routine} {row.shape} {case.dtype} {row.label}"
+            if isinstance(impl, Skip):
+                row.status = ("error: " if impl.error else "skipped: ") + impl.reason
+                continue
+            try:
+                if self.refcheck and not self._refcheck(case, impl, row):
+                    logger.warning("%s: %s: %s", where, row.status, "; ".join(row.notes))
+                    continue
+                call = impl.prepare(case.make_inputs())
+            except Exception as exc:
+                row.status = f"error: {_one_line(exc)}"
+                continue
+            groups.setdefault(id(case), []).append((row, case, call))
+        for members in groups.values():
+            try:
+                got = self.host_timer(
+                    {i: call for i, (_, _, call) in enumerate(members)},
+                    calls=self.host_calls,
+                    rounds=self.host_rounds,
+                )
+            except Exception as exc:
+                for row, _, _ in members:
+                    row.status = f"error: {_one_line(exc)}"
+                continue
+            finally:
+                self._release()
+            for i, (row, case, _) in enumerate(members):
+                self._fill(row, case, got[i], _HOST_L2)
+        return rows
+
     def _new_row(self, case: Case, impl: Impl | Skip) -> Row:
         env = self.env
         row = Row(
@@ -333,8 +379,8 @@ class BenchContext:
     def _time(self, case: Case, impl: Impl, row: Row) -> tuple[Measurement, str]:
         if self.timer_kind == "host":
             call = impl.prepare(case.make_inputs())
-            m = self.host_timer(call, calls=self.host_calls, rounds=self.host_rounds)
-            return m, "n/a (host time)"
+            m = self.host_timer({0: call}, calls=self.host_calls, rounds=self.host_rounds)[0]
+            return m, _HOST_L2
         cap = min(_ROTATE_CAP_BYTES, self.env.free_bytes // 4)
         plan = plan_l2(case.nbytes or 0, self.env.l2_bytes, policy=self.config.l2, cap_bytes=cap)
         calls = [impl.prepare(case.make_inputs()) for _ in range(plan.sets)]
@@ -601,7 +647,7 @@ def run_routine(routine: Routine, args: argparse.Namespace) -> int:
     ctx = BenchContext.from_args(routine, args, env)
     if routine.timer == "device":
         ctx.ceilings, _, _ = _ceilings_for(env, args, remeasure=False)
-    rows = [ctx.run_case(case, impl) for case, impl in routine.run(ctx, args)]
+    rows = ctx.run_cases(routine.run(ctx, args))
     return _finish(routine.name, ctx, rows, args.out)
 
 

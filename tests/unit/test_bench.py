@@ -42,19 +42,26 @@ ENV = Environment(
 
 
 class FakeTimer:
-    """Stands in for timing.measure / host.host_time_per_call: runs each call once, fixed stats."""
+    """Stands in for timing.measure / host.host_times_interleaved: runs each call once, fixed
+    stats."""
 
     def __init__(self, samples: Sequence[float] = (10.0, 12.0, 11.0)) -> None:
         self.samples = list(samples)
         self.runs: list[dict[str, Any]] = []
 
-    def __call__(self, work: Any, /, **kwargs: Any) -> timing.Measurement:
+    def __call__(self, work: Any, /, **kwargs: Any) -> Any:
+        mechanism = kwargs.get("mechanism", host.HOST_MECHANISM)
+        m = timing.Measurement(timing.summarize(self.samples), mechanism)
+        if isinstance(work, dict):  # NOTE: host.host_times_interleaved: one result per key
+            for c in work.values():
+                c()
+            self.runs.append({"n_sets": 1, "group": len(work), **kwargs})
+            return dict.fromkeys(work, m)
         work = work if isinstance(work, list) else [work]
         for c in work:
             c()
         self.runs.append({"n_sets": len(work), **kwargs})
-        mechanism = kwargs.get("mechanism", host.HOST_MECHANISM)
-        return timing.Measurement(timing.summarize(self.samples), mechanism)
+        return m
 
 
 def run(argv: list[str], timer: FakeTimer | None = None, **ctx: Any) -> list[report.Row]:
@@ -71,7 +78,7 @@ def run(argv: list[str], timer: FakeTimer | None = None, **ctx: Any) -> list[rep
         host_timer=fake,
         **({"mechanism": "cuda_event"} | ctx) if r.timer == "device" else ctx,
     )
-    rows = [context.run_case(case, impl) for case, impl in r.run(context, args)]
+    rows = context.run_cases(r.run(context, args))
     report.mark_best(rows)
     return rows
 
@@ -185,6 +192,34 @@ def test_host_time_is_wall_time_per_call() -> None:
     assert m.stats.median_us == pytest.approx(5.0)
     assert m.stats.iters == 3000
     assert len(calls) == 3010 and len(syncs) == 4  # one sync after warm-up, one per round
+
+
+def test_host_times_of_several_callables_interleave_their_rounds() -> None:
+    clock = FakeClock()
+    order: list[str] = []
+
+    def make(name: str, us: float) -> Any:
+        def fn() -> None:
+            order.append(name)
+            clock.now += us * 1e-6
+
+        return fn
+
+    got = host.host_times_interleaved(
+        {"a": make("a", 2.0), "b": make("b", 7.0)},
+        calls=3,
+        rounds=2,
+        warmup=1,
+        sync=lambda: None,
+        clock=clock,
+    )
+    # warm-up a, b; then round 1: a a a b b b; round 2: a a a b b b (R4: drift hits both alike)
+    assert "".join(order) == "ab" + "aaabbb" * 2
+    assert got["a"].stats.median_us == pytest.approx(2.0)
+    assert got["b"].stats.median_us == pytest.approx(7.0)
+    assert got["a"].stats.iters == 6 and "interleaved with 1 other" in got["a"].detail
+    with pytest.raises(ValueError, match="calls and rounds"):
+        host.host_times_interleaved({"a": make("a", 1.0)}, calls=0, sync=lambda: None)
 
 
 # --- reference check -----------------------------------------------------------------------------
@@ -312,6 +347,14 @@ def test_ember_backend_uses_the_public_api(monkeypatch: pytest.MonkeyPatch) -> N
     ]
     (fused,) = run(["fused_add_rmsnorm", "--backends", "ember", "--shapes", "4x64"])
     assert fused.status == "ok" and fused.refcheck == "passed"
+
+
+def test_host_routine_times_the_backends_of_a_case_together() -> None:
+    fake = FakeTimer()
+    rows = run(["host", "--backends", "torch_add,torch", "--calls", "10", "--rounds", "2"], fake)
+    assert [r.status for r in rows] == ["ok", "ok"]
+    assert [r.get("group") for r in fake.runs] == [2]  # one interleaved timing of both backends
+    assert all(r.timing == "host_wall" and r.l2 == "n/a (host time)" for r in rows)
 
 
 def test_host_routine_reports_wall_time_without_bandwidth(no_peers: None) -> None:
