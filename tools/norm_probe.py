@@ -35,6 +35,8 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "nopdl": "-DEMBER_NORM_PDL=0",
     "long_nv4": "-DEMBER_NORM_LONG_ROW_NV=4",
     "runtime_launch": "-DEMBER_DRIVER_LAUNCH=0",
+    "smem3": "-DEMBER_NORM_NV8_SMEM=73728",  # 8-vector kernel capped at 3 blocks per SM
+    "smem2": "-DEMBER_NORM_NV8_SMEM=102400",  # ... at 2
 }
 BASELINE = "baseline"  # --baseline DIR: older norm_rmsnorm.cu/norm_fused.cu (and headers) there
 HOST_PROBES = {"p2": 2, "p3": 3}

@@ -47,16 +47,26 @@ inline LaunchKernelExFn driver_launch_kernel_ex() {
 #define EMBER_DRIVER_LAUNCH 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
 #endif
 
+// Dynamic shared memory above the 48 KiB default needs a per-kernel opt-in; `smem` is the most
+// a kernel is ever launched with (one value per kernel), set once per device.
+constexpr size_t kDefaultMaxDynamicSmem = 48 << 10;
+
 // NOTE: the kernel is a template argument so each kernel gets its own CUfunction cache.
-// `device` is the current device (the caller's guard made it so; no query per launch).
+// `device` is the current device (the caller's guard made it so; no query per launch). `smem`:
+// dynamic shared memory bytes per block.
 template <auto Kernel, typename... Args>
-cudaError_t launch_kernel(dim3 grid, dim3 block, cudaStream_t stream, bool pdl, int device,
-                          Args... args) {
+cudaError_t launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
+                          int device, Args... args) {
   constexpr int kMaxDevices = 64;
   static CUfunction funcs[kMaxDevices] = {};
   const LaunchKernelExFn launch = EMBER_DRIVER_LAUNCH ? driver_launch_kernel_ex() : nullptr;
   if (launch != nullptr && device >= 0 && device < kMaxDevices) {
     if (funcs[device] == nullptr) {
+      if (smem > kDefaultMaxDynamicSmem) {
+        const cudaError_t err = cudaFuncSetAttribute(
+            Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        if (err != cudaSuccess) return err;
+      }
       cudaFunction_t f = nullptr;
       const cudaError_t err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
       if (err != cudaSuccess) return err;
@@ -72,17 +82,22 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, cudaStream_t stream, bool pdl, 
     config.blockDimX = block.x;
     config.blockDimY = block.y;
     config.blockDimZ = block.z;
-    config.sharedMemBytes = 0;
+    config.sharedMemBytes = static_cast<unsigned>(smem);
     config.hStream = reinterpret_cast<CUstream>(stream);
     config.attrs = attr;
     config.numAttrs = pdl ? 1 : 0;
     void* params[] = {static_cast<void*>(&args)...};
     return static_cast<cudaError_t>(launch(&config, funcs[device], params, nullptr));
   }
+  if (smem > kDefaultMaxDynamicSmem) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = smem;
   config.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -254,6 +254,15 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
   }
 }
 
+#ifndef EMBER_NORM_NV8_SMEM
+#define EMBER_NORM_NV8_SMEM 0  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
+#endif
+// Dynamic shared memory per block, unused by the kernels: with EMBER_NORM_NV8_SMEM it caps the
+// blocks per SM of plain rmsnorm's 8-vector kernel (an occupancy experiment); 0 otherwise.
+constexpr size_t smem_for(int nv, bool block_row, bool fused) {
+  return nv == 8 && block_row && !fused ? EMBER_NORM_NV8_SMEM : 0;
+}
+
 inline int log2_of(int v) {
   int l = 0;
   while ((1 << l) < v) ++l;
@@ -274,7 +283,8 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
 #define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                                 \
   do {                                                                                          \
     const cudaError_t err = launch_kernel<rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW>>( \
-        grid, dim3(threads), stream, lp.pdl, lp.device, x, residual, weight, out, p, tpr_log2); \
+        grid, dim3(threads), smem_for(NV, BLOCK_ROW, FUSED), stream, lp.pdl, lp.device, x,      \
+        residual, weight, out, p, tpr_log2);                                                    \
     if (err != cudaSuccess) return err;                                                         \
   } while (0)
   const bool block_row = lp.rows_per_block == 1;
