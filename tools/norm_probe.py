@@ -37,6 +37,9 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "runtime_launch": "-DEMBER_DRIVER_LAUNCH=0",
     "smem3": "-DEMBER_NORM_NV8_SMEM=73728",  # 8-vector kernel capped at 3 blocks per SM
     "smem2": "-DEMBER_NORM_NV8_SMEM=102400",  # ... at 2
+    "tp1": "-DEMBER_NORM_TWO_PASS=1",  # torch.compile's shape: looped two-pass, 256 threads
+    "tp2": "-DEMBER_NORM_TWO_PASS=2",
+    "tp4": "-DEMBER_NORM_TWO_PASS=4",
 }
 BASELINE = "baseline"  # --baseline DIR: older norm_rmsnorm.cu/norm_fused.cu (and headers) there
 HOST_PROBES = {"p2": 2, "p3": 3}

@@ -263,6 +263,61 @@ constexpr size_t smem_for(int nv, bool block_row, bool fused) {
   return nv == 8 && block_row && !fused ? EMBER_NORM_NV8_SMEM : 0;
 }
 
+#ifndef EMBER_NORM_TWO_PASS
+#define EMBER_NORM_TWO_PASS 0  // NOTE: an experiment for the variant sweep (tools/norm_probe.py)
+#endif
+
+#if EMBER_NORM_TWO_PASS
+// Experiment (plain rmsnorm, many long rows), the shape of what torch.compile generates here: a
+// looped two-pass reduction. Pass 1 streams the row in chunks of CHUNK vectors per thread and
+// keeps only the sum of squares; pass 2 reads the row again (from L2, evict-first) with the
+// weights and stores. Few registers, so many blocks per SM, but little held per block.
+template <typename T, int VEC, int CHUNK>
+__global__ void __launch_bounds__(kMaxThreadsPerRow)
+    rmsnorm_two_pass_kernel(Rows<const T> x, const T* __restrict__ weight, Rows<T> out, Problem p) {
+  const int tpr = static_cast<int>(blockDim.x);
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t r = blockIdx.x;
+  const int nvec = static_cast<int>(p.hidden / VEC);
+  const int step = CHUNK * tpr;
+  pdl_wait();
+  const T* xr = x.row(r, p.inner);
+  float sumsq = 0.f;
+  for (int base = lane; base < nvec; base += step) {
+    Vec<T, VEC> v[CHUNK];
+#pragma unroll
+    for (int c = 0; c < CHUNK; ++c) {
+      const int i = base + c * tpr;
+      v[c] = load_vec<T, VEC>(xr + (i < nvec ? i : nvec - 1) * VEC);
+    }
+#pragma unroll
+    for (int c = 0; c < CHUNK; ++c) {
+      const float q = sum_squares<T, VEC>(v[c]);
+      sumsq += base + c * tpr < nvec ? q : 0.f;
+    }
+  }
+  pdl_launch_dependents();
+  sumsq = row_sum<true>(sumsq, tpr);
+  const float rstd = rsqrtf(sumsq * p.inv_hidden + p.eps);
+  T* orow = out.row(r, p.inner);
+  for (int base = lane; base < nvec; base += step) {
+    Vec<T, VEC> v[CHUNK], w[CHUNK];
+#pragma unroll
+    for (int c = 0; c < CHUNK; ++c) {
+      const int i = base + c * tpr < nvec ? base + c * tpr : nvec - 1;
+      v[c] = load_vec<T, VEC, true>(xr + i * VEC);
+      w[c] = load_vec<T, VEC>(weight + i * VEC);
+    }
+#pragma unroll
+    for (int c = 0; c < CHUNK; ++c) {
+      if (base + c * tpr < nvec) {
+        store_vec<T, VEC, true, true>(orow + (base + c * tpr) * VEC, scale(v[c], rstd, w[c]));
+      }
+    }
+  }
+}
+#endif
+
 inline int log2_of(int v) {
   int l = 0;
   while ((1 << l) < v) ++l;
@@ -292,6 +347,15 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
   if (!block_row && (lp.threads_per_row > 32 || (1 << tpr_log2) != lp.threads_per_row)) {
     return cudaErrorInvalidValue;
   }
+#if EMBER_NORM_TWO_PASS
+  // NOTE: EMBER_NORM_TWO_PASS = vectors per thread per chunk; 256 threads per row.
+  if constexpr (!FUSED && VEC > 1) {
+    if (block_row && lp.vectors_per_thread == 8 && p.rows > kFewRows) {
+      return launch_kernel<rmsnorm_two_pass_kernel<T, VEC, EMBER_NORM_TWO_PASS>>(
+          grid, dim3(256), 0, stream, lp.pdl, lp.device, x, weight, out, p);
+    }
+  }
+#endif
   if constexpr (VEC == 1) {
     if (lp.vectors_per_thread != kMaxVectorsPerThread || !block_row) return cudaErrorInvalidValue;
     EMBER_NORM_LAUNCH(16, false, true);
