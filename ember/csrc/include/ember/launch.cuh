@@ -50,6 +50,12 @@ inline LaunchKernelExFn driver_launch_kernel_ex() {
 // Dynamic shared memory above the 48 KiB default needs a per-kernel opt-in; `smem` is the most
 // a kernel is ever launched with (one value per kernel), set once per device.
 constexpr size_t kDefaultMaxDynamicSmem = 48 << 10;
+template <auto Kernel>
+cudaError_t allow_dynamic_smem(size_t smem) {
+  if (smem <= kDefaultMaxDynamicSmem) return cudaSuccess;
+  return cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(smem));
+}
 
 // NOTE: the kernel is a template argument so each kernel gets its own CUfunction cache.
 // `device` is the current device (the caller's guard made it so; no query per launch). `smem`:
@@ -62,13 +68,9 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
   const LaunchKernelExFn launch = EMBER_DRIVER_LAUNCH ? driver_launch_kernel_ex() : nullptr;
   if (launch != nullptr && device >= 0 && device < kMaxDevices) {
     if (funcs[device] == nullptr) {
-      if (smem > kDefaultMaxDynamicSmem) {
-        const cudaError_t err = cudaFuncSetAttribute(
-            Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-        if (err != cudaSuccess) return err;
-      }
+      cudaError_t err = allow_dynamic_smem<Kernel>(smem);
       cudaFunction_t f = nullptr;
-      const cudaError_t err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
+      if (err == cudaSuccess) err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
       if (err != cudaSuccess) return err;
       funcs[device] = reinterpret_cast<CUfunction>(f);
     }
@@ -89,11 +91,7 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
     void* params[] = {static_cast<void*>(&args)...};
     return static_cast<cudaError_t>(launch(&config, funcs[device], params, nullptr));
   }
-  if (smem > kDefaultMaxDynamicSmem) {
-    const cudaError_t err = cudaFuncSetAttribute(
-        Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-  }
+  if (const cudaError_t err = allow_dynamic_smem<Kernel>(smem); err != cudaSuccess) return err;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
