@@ -23,6 +23,9 @@ B="python3 -m ember.bench"
 P="--backends ember,torch,torch_compile,flashinfer,liger --dtypes bf16 --out $OUT/bench.jsonl -q"
 $B rmsnorm --shapes 8192x8192,8192x4096,4096x5120,8192x16384 --timing cuda_event $P > $OUT/t_rms.md 2>&1; tail -14 $OUT/t_rms.md
 $B rmsnorm --shapes 8192x8192,8192x4096,4096x5120,8192x16384 --timing cuda_graph $P >> $OUT/t_rms.md 2>&1; tail -14 $OUT/t_rms.md
+# CUPTI kernel time when cupti-python is carried (.whl: cupti-python 13.0.1 + pyelftools); `auto`
+# falls back to events, with a note in each row, where it is not importable or fails.
+$B rmsnorm --shapes 8192x8192,8192x16384 --timing auto $P > $OUT/t_rms_auto.md 2>&1; tail -6 $OUT/t_rms_auto.md
 $B fused_add_rmsnorm --shapes 8192x8192,8192x4096 --timing cuda_event $P > $OUT/t_fused.md 2>&1; tail -10 $OUT/t_fused.md
 $B fused_add_rmsnorm --shapes 8192x8192,8192x4096 --timing cuda_graph $P >> $OUT/t_fused.md 2>&1; tail -10 $OUT/t_fused.md
 $B rmsnorm --shapes 1x4096,16x4096,64x4096,128x4096,1x5120,16x5120,64x5120 --timing cuda_graph $P > $OUT/t_rms_small.md 2>&1; tail -12 $OUT/t_rms_small.md
