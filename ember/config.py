@@ -309,6 +309,12 @@ class Knobs:
         doc="Level of the `ember.jit` logger (builds, prebuilt lookup, downloads), separate from"
         " API call logging; set, it also prints to stderr when nothing else handles it.",
     )  # fmt: skip
+    bench_commit: Knob[str | None] = Knob(
+        "EMBER_BENCH_COMMIT", _parse_str, _none,
+        type_doc="string", default_doc="`git rev-parse` of the checkout, else the version",
+        doc="The ember commit that benchmark rows record; for copies of a checkout whose `.git`"
+        " does not describe the code (e.g. a remote GPU machine's copy).",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self._overrides: dict[str, Any] = {}

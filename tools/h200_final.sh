@@ -2,6 +2,8 @@
 # The H200 acceptance run for the norm family: cold compiles, the GPU test suite, harness tables.
 # Usage (device tool): bash tools/h200_final.sh   with .whl carried; everything lands under $OUT,
 # most important first, so a run cut short still returns what it finished.
+# Name the commit the rows should record (the device's copy of the checkout has a stale .git):
+#   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) on this machine, pasted into the command.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws

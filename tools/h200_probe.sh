@@ -2,6 +2,8 @@
 # Diagnostic run for the norm family (device tool, `.whl` carried): A/B probe of kernel variants
 # against the peers, host-cost breakdown, Nsight Compute on two shapes (EMBER_PROBE_NCU=1).
 # Arguments go to tools/norm_probe.py (e.g. --only host,big). Output under $OUT.
+# Name the commit the rows should record (the device's copy of the checkout has a stale .git):
+#   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) on this machine, pasted into the command.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws

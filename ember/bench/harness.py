@@ -98,8 +98,13 @@ def require_cuda() -> Any:
 
 
 def ember_commit() -> str:
-    """``git rev-parse --short HEAD`` of ember's checkout (``-dirty`` if edited), else version."""
+    """``EMBER_BENCH_COMMIT`` when set; else ``git rev-parse --short HEAD`` of ember's checkout
+    (``-dirty`` if edited), else the version."""
     from ember._version import __version__
+    from ember.config import knobs
+
+    if knobs.bench_commit:
+        return knobs.bench_commit
 
     root = Path(__file__).resolve().parents[2]
 

@@ -22,7 +22,7 @@ import ember
 from ember.bench import ceilings, host, report, routines, timing
 from ember.bench.case import Impl, check_outputs, parse_dtype, parse_shape
 from ember.bench.errors import TimingError
-from ember.bench.harness import PROG, BenchContext, Environment, build_parser, main
+from ember.bench.harness import PROG, BenchContext, Environment, build_parser, ember_commit, main
 from ember.bench.routines import norm
 from ember.cli import _split_bench
 from ember.cli import main as ember_main
@@ -347,6 +347,15 @@ def test_ember_backend_uses_the_public_api(monkeypatch: pytest.MonkeyPatch) -> N
     ]
     (fused,) = run(["fused_add_rmsnorm", "--backends", "ember", "--shapes", "4x64"])
     assert fused.status == "ok" and fused.refcheck == "passed"
+
+
+def test_rows_record_the_commit_the_operator_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EMBER_BENCH_COMMIT", raising=False)
+    from_git = ember_commit()
+    monkeypatch.setenv("EMBER_BENCH_COMMIT", "e0cd064")
+    assert ember_commit() == "e0cd064" != from_git
+    monkeypatch.setenv("EMBER_BENCH_COMMIT", " ")  # blank: as if unset
+    assert ember_commit() == from_git
 
 
 def test_host_routine_times_the_backends_of_a_case_together() -> None:
