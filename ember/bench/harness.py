@@ -32,6 +32,7 @@ from ember.bench.case import Case, Impl, Skip, check_outputs, format_shape, tole
 from ember.bench.errors import BenchError, TimingError
 from ember.bench.host import HOST_MECHANISM, host_times_interleaved
 from ember.bench.report import (
+    STATUS_OK,
     STATUS_REFCHECK_FAILED,
     Row,
     append_jsonl,
@@ -258,16 +259,12 @@ class BenchContext:
 
     def run_case(self, case: Case, impl: Impl | Skip) -> Row:
         """Check, time and describe one backend variant of one case (never raises for it)."""
-        row = self._new_row(case, impl)
-        where = f"{case.routine} {row.shape} {case.dtype} {row.label}"
-        if isinstance(impl, Skip):
-            row.status = ("error: " if impl.error else "skipped: ") + impl.reason
-            logger.info("%s: %s", where, row.status)
+        if self.timer_kind == "host":
+            return self.run_cases([(case, impl)])[0]
+        row, where = self._checked(case, impl)
+        if row.status != STATUS_OK or isinstance(impl, Skip):
             return row
         try:
-            if self.refcheck and not self._refcheck(case, impl, row):
-                logger.warning("%s: %s: %s", where, row.status, "; ".join(row.notes))
-                return row
             measurement, l2 = self._time(case, impl, row)
         except Exception as exc:
             row.status = f"error: {_one_line(exc)}"
@@ -297,19 +294,15 @@ class BenchContext:
         rows: list[Row] = []
         groups: dict[int, list[tuple[Row, Case, Callable[[], object]]]] = {}
         for case, impl in pairs:
-            row = self._new_row(case, impl)
+            row, where = self._checked(case, impl)
             rows.append(row)
-            where = f"{case.routine} {row.shape} {case.dtype} {row.label}"
-            if isinstance(impl, Skip):
-                row.status = ("error: " if impl.error else "skipped: ") + impl.reason
+            if row.status != STATUS_OK or isinstance(impl, Skip):
                 continue
             try:
-                if self.refcheck and not self._refcheck(case, impl, row):
-                    logger.warning("%s: %s: %s", where, row.status, "; ".join(row.notes))
-                    continue
                 call = impl.prepare(case.make_inputs())
             except Exception as exc:
                 row.status = f"error: {_one_line(exc)}"
+                logger.warning("%s: %s", where, row.status)
                 continue
             groups.setdefault(id(case), []).append((row, case, call))
         for members in groups.values():
@@ -328,6 +321,24 @@ class BenchContext:
             for i, (row, case, _) in enumerate(members):
                 self._fill(row, case, got[i], _HOST_L2)
         return rows
+
+    def _checked(self, case: Case, impl: Impl | Skip) -> tuple[Row, str]:
+        """A new row for the pair; its status stays ``ok`` only if the backend may be timed."""
+        row = self._new_row(case, impl)
+        where = f"{case.routine} {row.shape} {case.dtype} {row.label}"
+        if isinstance(impl, Skip):
+            row.status = ("error: " if impl.error else "skipped: ") + impl.reason
+            logger.info("%s: %s", where, row.status)
+            return row, where
+        try:
+            if self.refcheck and not self._refcheck(case, impl, row):
+                logger.warning("%s: %s: %s", where, row.status, "; ".join(row.notes))
+        except Exception as exc:
+            row.status = f"error: {_one_line(exc)}"
+            logger.warning("%s: %s", where, row.status, exc_info=logger.isEnabledFor(logging.DEBUG))
+        finally:
+            self._release()  # NOTE: the reference's tensors go before anything is timed
+        return row, where
 
     def _new_row(self, case: Case, impl: Impl | Skip) -> Row:
         env = self.env
@@ -382,10 +393,6 @@ class BenchContext:
         return False
 
     def _time(self, case: Case, impl: Impl, row: Row) -> tuple[Measurement, str]:
-        if self.timer_kind == "host":
-            call = impl.prepare(case.make_inputs())
-            m = self.host_timer({0: call}, calls=self.host_calls, rounds=self.host_rounds)[0]
-            return m, _HOST_L2
         cap = min(_ROTATE_CAP_BYTES, self.env.free_bytes // 4)
         plan = plan_l2(case.nbytes or 0, self.env.l2_bytes, policy=self.config.l2, cap_bytes=cap)
         calls = [impl.prepare(case.make_inputs()) for _ in range(plan.sets)]
