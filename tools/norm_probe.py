@@ -35,15 +35,6 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "nopdl": "-DEMBER_NORM_PDL=0",
     "long_nv4": "-DEMBER_NORM_LONG_ROW_NV=4",
     "runtime_launch": "-DEMBER_DRIVER_LAUNCH=0",
-    "smem3": "-DEMBER_NORM_NV8_SMEM=73728",  # 8-vector kernel capped at 3 blocks per SM
-    "smem2": "-DEMBER_NORM_NV8_SMEM=102400",  # ... at 2
-    "tp1": "-DEMBER_NORM_TWO_PASS=1",  # torch.compile's shape: looped two-pass, 256 threads
-    "tp2": "-DEMBER_NORM_TWO_PASS=2",
-    "tp4": "-DEMBER_NORM_TWO_PASS=4",
-    "bulk1": "-DEMBER_NORM_TMA=1",  # row through the bulk copy engine into shared memory
-    "bulk2": "-DEMBER_NORM_TMA=2",  # ... and the output back out of it by bulk store
-    "l2p256": "-DEMBER_NORM_L2_PREFETCH=256",  # large-plan loads ask L2 for 256-byte fetches
-    "l2p128": "-DEMBER_NORM_L2_PREFETCH=128",
 }
 BASELINE = "baseline"  # --baseline DIR: older norm_rmsnorm.cu/norm_fused.cu (and headers) there
 HOST_PROBES = {"p2": 2, "p3": 3}

@@ -47,26 +47,12 @@ __device__ __forceinline__ uint4 pack16(const Vec<T, VEC>& v) {
 // the large shapes (8192x16384 128.95 vs 129.44 us, graph replay; docs/perf/notes/norm.md, v5).
 constexpr bool kStreaming = EMBER_NORM_STREAMING != 0;
 
-#ifndef EMBER_NORM_L2_PREFETCH
-#define EMBER_NORM_L2_PREFETCH 0  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
-#endif
-
 template <typename T, int VEC, bool kStream = false>
 __device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
   Vec<T, VEC> v;
   if constexpr (sizeof(Vec<T, VEC>) == 16) {
-    uint4 u;
-    if constexpr (kStream && EMBER_NORM_L2_PREFETCH == 256) {
-      asm("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
-                   : "l"(p));
-    } else if constexpr (kStream && EMBER_NORM_L2_PREFETCH == 128) {
-      asm("ld.global.cs.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
-                   : "l"(p));
-    } else {
-      u = kStream ? __ldcs(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
-    }
+    const uint4 u =
+        kStream ? __ldcs(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
     memcpy(&v, &u, 16);
   } else {
     v = *reinterpret_cast<const Vec<T, VEC>*>(p);
@@ -268,168 +254,6 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, NV <= kCappedNV ? 2 : 1)
   }
 }
 
-#ifndef EMBER_NORM_NV8_SMEM
-#define EMBER_NORM_NV8_SMEM 0  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
-#endif
-// Dynamic shared memory per block, unused by the kernels: with EMBER_NORM_NV8_SMEM it caps the
-// blocks per SM of plain rmsnorm's 8-vector kernel (an occupancy experiment); 0 otherwise.
-constexpr size_t smem_for(int nv, bool block_row, bool fused) {
-  return nv == 8 && block_row && !fused ? EMBER_NORM_NV8_SMEM : 0;
-}
-
-#ifndef EMBER_NORM_TWO_PASS
-#define EMBER_NORM_TWO_PASS 0  // NOTE: an experiment for the variant sweep (tools/norm_probe.py)
-#endif
-
-#if EMBER_NORM_TWO_PASS
-// Experiment (plain rmsnorm, many long rows), the shape of what torch.compile generates here: a
-// looped two-pass reduction. Pass 1 streams the row in chunks of CHUNK vectors per thread and
-// keeps only the sum of squares; pass 2 reads the row again (from L2, evict-first) with the
-// weights and stores. Few registers, so many blocks per SM, but little held per block.
-template <typename T, int VEC, int CHUNK>
-__global__ void __launch_bounds__(kMaxThreadsPerRow)
-    rmsnorm_two_pass_kernel(Rows<const T> x, const T* __restrict__ weight, Rows<T> out, Problem p) {
-  const int tpr = static_cast<int>(blockDim.x);
-  const int lane = static_cast<int>(threadIdx.x);
-  const int64_t r = blockIdx.x;
-  const int nvec = static_cast<int>(p.hidden / VEC);
-  const int step = CHUNK * tpr;
-  pdl_wait();
-  const T* xr = x.row(r, p.inner);
-  float sumsq = 0.f;
-  for (int base = lane; base < nvec; base += step) {
-    Vec<T, VEC> v[CHUNK];
-#pragma unroll
-    for (int c = 0; c < CHUNK; ++c) {
-      const int i = base + c * tpr;
-      v[c] = load_vec<T, VEC>(xr + (i < nvec ? i : nvec - 1) * VEC);
-    }
-#pragma unroll
-    for (int c = 0; c < CHUNK; ++c) {
-      const float q = sum_squares<T, VEC>(v[c]);
-      sumsq += base + c * tpr < nvec ? q : 0.f;
-    }
-  }
-  pdl_launch_dependents();
-  sumsq = row_sum<true>(sumsq, tpr);
-  const float rstd = rsqrtf(sumsq * p.inv_hidden + p.eps);
-  T* orow = out.row(r, p.inner);
-  for (int base = lane; base < nvec; base += step) {
-    Vec<T, VEC> v[CHUNK], w[CHUNK];
-#pragma unroll
-    for (int c = 0; c < CHUNK; ++c) {
-      const int i = base + c * tpr < nvec ? base + c * tpr : nvec - 1;
-      v[c] = load_vec<T, VEC, true>(xr + i * VEC);
-      w[c] = load_vec<T, VEC>(weight + i * VEC);
-    }
-#pragma unroll
-    for (int c = 0; c < CHUNK; ++c) {
-      if (base + c * tpr < nvec) {
-        store_vec<T, VEC, true, true>(orow + (base + c * tpr) * VEC, scale(v[c], rstd, w[c]));
-      }
-    }
-  }
-}
-#endif
-
-#ifndef EMBER_NORM_TMA
-#define EMBER_NORM_TMA 0  // NOTE: an experiment for the variant sweep (tools/norm_probe.py)
-#endif
-
-#if EMBER_NORM_TMA
-// Experiment (plain rmsnorm, many long rows): the row arrives in shared memory through the bulk
-// copy engine (cp.async.bulk, completion on an mbarrier) instead of per-thread vector loads; the
-// sum of squares and the scaling read it from there, so no row is held in registers and more
-// blocks fit per SM. EMBER_NORM_TMA=2 also writes the output back with a bulk store from
-// shared memory (scaled in place), =1 stores from registers (evict-first).
-__device__ __forceinline__ uint32_t shared_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-template <typename T, int VEC, int NV, bool STORE_BULK>
-__global__ void __launch_bounds__(kMaxThreadsPerRow)
-    rmsnorm_bulk_kernel(Rows<const T> x, const T* __restrict__ weight, Rows<T> out, Problem p) {
-  extern __shared__ __align__(128) unsigned char row_smem[];
-  __shared__ __align__(8) uint64_t full;
-  constexpr uint32_t kChunk = 4096;
-  const int tpr = static_cast<int>(blockDim.x);
-  const int lane = static_cast<int>(threadIdx.x);
-  const int64_t r = blockIdx.x;
-  const int nvec = static_cast<int>(p.hidden / VEC);
-  const uint32_t bytes = static_cast<uint32_t>(nvec) * 16u;
-  const uint32_t bar = shared_addr(&full);
-  const uint32_t base = shared_addr(row_smem);
-  if (lane == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  pdl_wait();
-  if (lane == 0) {
-    const char* src = reinterpret_cast<const char*>(x.row(r, p.inner));
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-                 : "memory");
-    for (uint32_t off = 0; off < bytes; off += kChunk) {
-      const uint32_t n = bytes - off < kChunk ? bytes - off : kChunk;
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-          "[%3];" ::"r"(base + off),
-          "l"(src + off), "r"(n), "r"(bar)
-          : "memory");
-    }
-  }
-  int idx[NV];
-  bool in[NV];
-  row_indices<NV>(lane, tpr, nvec, idx, in);
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], 0; selp.u32 %0, 1, 0, "
-        "q; }"
-        : "=r"(done)
-        : "r"(bar)
-        : "memory");
-  }
-  pdl_launch_dependents();
-  using V = Vec<T, VEC>;
-  V* row = reinterpret_cast<V*>(row_smem);
-  float sumsq = 0.f;
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const float s = sum_squares<T, VEC>(row[idx[k]]);
-    sumsq += in[k] ? s : 0.f;
-  }
-  sumsq = row_sum<true>(sumsq, tpr);
-  const float rstd = rsqrtf(sumsq * p.inv_hidden + p.eps);
-  T* orow = out.row(r, p.inner);
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const V ov = scale(row[idx[k]], rstd, load_vec<T, VEC>(weight + idx[k] * VEC));
-    if (!in[k]) continue;
-    if constexpr (STORE_BULK) {
-      row[idx[k]] = ov;
-    } else {
-      store_vec<T, VEC, true, true>(orow + idx[k] * VEC, ov);
-    }
-  }
-  if constexpr (STORE_BULK) {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
-    if (lane == 0) {
-      char* dst = reinterpret_cast<char*>(orow);
-      for (uint32_t off = 0; off < bytes; off += kChunk) {
-        const uint32_t n = bytes - off < kChunk ? bytes - off : kChunk;
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + off),
-                     "r"(base + off), "r"(n)
-                     : "memory");
-      }
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-    }
-  }
-}
-#endif
-
 inline int log2_of(int v) {
   int l = 0;
   while ((1 << l) < v) ++l;
@@ -447,37 +271,17 @@ cudaError_t launch_vec(Rows<const T> x, Rows<T> residual, const T* weight, Rows<
   const int64_t blocks = (p.rows + lp.rows_per_block - 1) / lp.rows_per_block;
   const dim3 grid(static_cast<unsigned>(blocks));
   const int tpr_log2 = log2_of(lp.threads_per_row);
-#define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                                 \
-  do {                                                                                          \
-    const cudaError_t err = launch_kernel<rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW>>( \
-        grid, dim3(threads), smem_for(NV, BLOCK_ROW, FUSED), stream, lp.pdl, lp.device, x,      \
-        residual, weight, out, p, tpr_log2);                                                    \
-    if (err != cudaSuccess) return err;                                                         \
+#define EMBER_NORM_LAUNCH(NV, EARLY, BLOCK_ROW)                                                    \
+  do {                                                                                             \
+    const cudaError_t err = launch_kernel<rmsnorm_kernel<T, VEC, NV, FUSED, EARLY, BLOCK_ROW>>(    \
+        grid, dim3(threads), 0, stream, lp.pdl, lp.device, x, residual, weight, out, p, tpr_log2); \
+    if (err != cudaSuccess) return err;                                                            \
   } while (0)
   const bool block_row = lp.rows_per_block == 1;
   if (block_row && lp.threads_per_row % 32 != 0) return cudaErrorInvalidValue;
   if (!block_row && (lp.threads_per_row > 32 || (1 << tpr_log2) != lp.threads_per_row)) {
     return cudaErrorInvalidValue;
   }
-#if EMBER_NORM_TWO_PASS
-  // NOTE: EMBER_NORM_TWO_PASS = vectors per thread per chunk; 256 threads per row.
-  if constexpr (!FUSED && VEC > 1) {
-    if (block_row && lp.vectors_per_thread == 8 && p.rows > kFewRows) {
-      return launch_kernel<rmsnorm_two_pass_kernel<T, VEC, EMBER_NORM_TWO_PASS>>(
-          grid, dim3(256), 0, stream, lp.pdl, lp.device, x, weight, out, p);
-    }
-  }
-#endif
-#if EMBER_NORM_TMA
-  // NOTE: the row goes to shared memory whole: 8192 bf16 = 16 KiB per block (<= 48 KiB here).
-  if constexpr (!FUSED && VEC > 1) {
-    if (block_row && lp.vectors_per_thread == 8 && p.rows > kFewRows && p.hidden * sizeof(T) <= kDefaultMaxDynamicSmem) {
-      return launch_kernel<rmsnorm_bulk_kernel<T, VEC, 8, EMBER_NORM_TMA == 2>>(
-          grid, dim3(threads), static_cast<size_t>(p.hidden) * sizeof(T), stream, lp.pdl,
-          lp.device, x, weight, out, p);
-    }
-  }
-#endif
   if constexpr (VEC == 1) {
     if (lp.vectors_per_thread != kMaxVectorsPerThread || !block_row) return cudaErrorInvalidValue;
     EMBER_NORM_LAUNCH(16, false, true);
