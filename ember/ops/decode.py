@@ -1,0 +1,417 @@
+"""Batch decode attention over a paged KV cache: plan on the host, run on the device.
+
+The cache convention is the one serving engines use (FlashInfer's): ``kv_indptr [B+1]`` and
+``kv_indices`` name each request's pages in order, ``kv_last_page_len [B]`` says how many slots
+of its last page are filled (all int32); the cache is ``[pages, 2, page_size, kv_heads,
+head_dim]`` (``NHD``) or ``[pages, 2, kv_heads, page_size, head_dim]`` (``HND``), or a ``(k, v)``
+pair of ``[pages, page_size, kv_heads, head_dim]`` / ``[pages, kv_heads, page_size, head_dim]``.
+
+``plan_batch_decode`` runs once per step on the host: the planner (host module
+``csrc/ops/decode_plan.cc`` → ``ember/decode_plan.h``) splits long requests into work units so
+that small or skewed batches still fill the GPU (split-KV), and the tables are copied to the
+device into the workspace's fixed buffers (R3: plan/run). The decode kernels (``run``) read only
+those buffers, so a CUDA graph captured once replays with each new plan.
+
+Status: the planner and its validation are built and tested on the CPU; the decode kernels are
+the next step of issue 4 (docs/perf/notes/decode.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from ember.jit import KernelSpec, build_and_load, register
+from ember.jit.workspace import CSRC_DIR
+
+__all__ = [
+    "LAYOUTS",
+    "DecodePlan",
+    "DecodeWorkspace",
+    "kv_lengths",
+    "plan_batch_decode",
+    "planner_spec",
+]
+
+LAYOUTS = ("NHD", "HND")
+WORK_FIELDS = ("request", "kv_start", "kv_end", "slot")
+# NOTE: tokens below which a request is never split: a unit shorter than this spends more on
+# the merge than it gains in parallelism (to be tuned on the H200 with the kernels).
+MIN_CHUNK = 256
+# NOTE: resident decode CTAs per SM the planner fills; a property of the kernel, set with it.
+CTAS_PER_SM = 2
+
+
+def planner_spec() -> KernelSpec:
+    """The host (CPU) module holding the batch-decode planner."""
+    return KernelSpec(
+        uri="decode_plan_host",
+        sources=(CSRC_DIR / "ops" / "decode_plan.cc",),
+        toolchain="host",
+    )
+
+
+@register("decode")
+def _specs() -> Iterator[KernelSpec]:
+    yield planner_spec()
+
+
+@functools.cache
+def _planner() -> Any:
+    return build_and_load(planner_spec())
+
+
+@functools.cache
+def _sm_count(device: Any) -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def kv_lengths(kv_indptr: Any, kv_last_page_len: Any, page_size: int) -> list[int]:
+    """Tokens per request: ``(pages - 1) * page_size + last_page_len`` (0 without pages)."""
+    ip = [int(v) for v in kv_indptr.tolist()]
+    last = [int(v) for v in kv_last_page_len.tolist()]
+    return [
+        0 if ip[b + 1] == ip[b] else (ip[b + 1] - ip[b] - 1) * page_size + last[b]
+        for b in range(len(last))
+    ]
+
+
+class DecodeWorkspace:
+    """Fixed device buffers a plan is written into (and the decode kernels read).
+
+    One workspace per engine and device: every plan made with it writes the same addresses, so a
+    CUDA graph that captured a ``run`` replays with whatever plan came last (``graph=True``
+    launches size their grids to the workspace, not to the plan).
+
+    Parameters
+    ----------
+    device:
+        The CUDA device (``torch.device`` or index); ``"cpu"`` makes a host-only workspace for
+        planning without a GPU (tests).
+    max_batch:
+        Most requests a plan may hold.
+    num_qo_heads, head_dim:
+        Size the partial-result buffers of split requests.
+    max_work:
+        Rows of the work table; default ``max(max_batch, SMs x CTAS_PER_SM)``, enough for any
+        plan of at most ``max_batch`` requests.
+    graph:
+        Launch grids sized to the workspace (CUDA-graph replay with changing plans).
+    """
+
+    def __init__(
+        self,
+        device: Any,
+        *,
+        max_batch: int,
+        num_qo_heads: int,
+        head_dim: int,
+        max_work: int | None = None,
+        graph: bool = False,
+        sm_count: int | None = None,
+    ) -> None:
+        torch = _torch()
+        for name, value in (
+            ("max_batch", max_batch),
+            ("num_qo_heads", num_qo_heads),
+            ("head_dim", head_dim),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"DecodeWorkspace: `{name}` must be an int >= 1, got {value!r}")
+        self.device = torch.device(device)
+        if sm_count is None:
+            sm_count = 132 if self.device.type == "cpu" else _sm_count(self.device)
+        self.target_ctas = sm_count * CTAS_PER_SM
+        if max_work is None:
+            max_work = max(max_batch, self.target_ctas)
+        if not isinstance(max_work, int) or max_work < max_batch:
+            raise ValueError(
+                f"DecodeWorkspace: `max_work` must be an int >= max_batch ({max_batch}), "
+                f"got {max_work!r}"
+            )
+        self.max_batch, self.max_work, self.graph = max_batch, max_work, graph
+        self.num_qo_heads, self.head_dim = num_qo_heads, head_dim
+        pin = self.device.type == "cuda"
+        i32 = torch.int32
+        self.host_work = torch.empty(max_work, len(WORK_FIELDS), dtype=i32, pin_memory=pin)
+        self.host_merge = torch.empty(max_batch + 1, dtype=i32, pin_memory=pin)
+        if self.device.type == "cpu":
+            self.work, self.merge_indptr = self.host_work, self.host_merge
+        else:
+            self.work = torch.empty_like(self.host_work, device=self.device)
+            self.merge_indptr = torch.empty_like(self.host_merge, device=self.device)
+        f32 = torch.float32
+        self.partial_o = torch.empty(max_work, num_qo_heads, head_dim, dtype=f32, device=device)
+        self.partial_lse = torch.empty(max_work, num_qo_heads, dtype=f32, device=device)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodePlan:
+    """What ``run`` launches: the specialization, the scalars and the workspace tables.
+
+    Immutable; a later plan with the same workspace rewrites the tables it points to (the
+    engine's step boundary), which is what lets a captured graph pick the new plan up.
+    """
+
+    batch: int
+    num_qo_heads: int
+    num_kv_heads: int
+    head_dim: int
+    page_size: int
+    layout: str
+    q_dtype: str
+    kv_dtype: str
+    sm_scale: float
+    logits_soft_cap: float
+    window_left: int
+    k_scale: float
+    v_scale: float
+    n_work: int  # work units (one CTA per unit and kv head)
+    chunk: int  # tokens per unit of a split request; 0 when nothing was split
+    n_partials: int  # partial-result slots the merge combines
+    workspace: DecodeWorkspace = dataclasses.field(repr=False, compare=False)
+    kv_indptr: Any = dataclasses.field(repr=False, compare=False)
+    kv_indices: Any = dataclasses.field(repr=False, compare=False)
+    kv_last_page_len: Any = dataclasses.field(repr=False, compare=False)
+    host_indptr: Any = dataclasses.field(repr=False, compare=False, default=None)
+    host_last_page_len: Any = dataclasses.field(repr=False, compare=False, default=None)
+
+    @property
+    def lengths(self) -> list[int]:
+        """Tokens per request (from the host copies of the page table)."""
+        return kv_lengths(self.host_indptr, self.host_last_page_len, self.page_size)
+
+    @property
+    def grid(self) -> int:
+        """Work units the decode kernel is launched for (the workspace's rows under graphs)."""
+        return self.workspace.max_work if self.workspace.graph else self.n_work
+
+    def work_table(self) -> list[tuple[int, int, int, int]]:
+        """The planned units ``(request, kv_start, kv_end, slot)``, from the host copy."""
+        rows = self.workspace.host_work[: self.n_work].tolist()
+        return [tuple(r) for r in rows]
+
+
+_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float8_e4m3fn": "e4m3"}
+
+
+def _dtype_name(arg: str, dtype: Any, allowed: tuple[str, ...]) -> str:
+    name = _DTYPES.get(str(dtype), dtype if isinstance(dtype, str) else None)
+    if name not in allowed:
+        raise TypeError(f"plan_batch_decode: `{arg}` must be one of {allowed}, got {dtype}")
+    return str(name)
+
+
+def _host_int32(arg: str, t: Any, ndim: int = 1) -> Any:
+    torch = _torch()
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(
+            f"plan_batch_decode: `{arg}` must be a torch.Tensor, got {type(t).__name__}"
+        )
+    if t.dtype != torch.int32:
+        raise TypeError(f"plan_batch_decode: `{arg}` must be int32, got {t.dtype}")
+    if t.dim() != ndim:
+        raise ValueError(f"plan_batch_decode: `{arg}` must be {ndim}-D, got shape {list(t.shape)}")
+    # NOTE: a device tensor costs a synchronising copy; engines keep host copies of the lengths.
+    return t.contiguous() if t.device.type == "cpu" else t.cpu()
+
+
+def _check_options(  # noqa: PLR0917 (one call site, the public function's own arguments)
+    workspace: Any,
+    num_qo_heads: Any,
+    num_kv_heads: Any,
+    head_dim: Any,
+    page_size: Any,
+    layout: Any,
+    window_left: Any,
+) -> None:
+    fn = "plan_batch_decode"
+    if not isinstance(workspace, DecodeWorkspace):
+        raise TypeError(
+            f"{fn}: `workspace` must be a DecodeWorkspace, got {type(workspace).__name__}"
+        )
+    if not isinstance(num_kv_heads, int) or num_kv_heads < 1:
+        raise ValueError(f"{fn}: `num_kv_heads` must be an int >= 1, got {num_kv_heads!r}")
+    if not isinstance(num_qo_heads, int) or num_qo_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"{fn}: `num_qo_heads` must be a multiple of num_kv_heads={num_kv_heads}, "
+            f"got {num_qo_heads!r}"
+        )
+    group = num_qo_heads // num_kv_heads
+    if group > 8:
+        raise ValueError(
+            f"{fn}: the GQA group (num_qo_heads / num_kv_heads) must be 1-8, got {group}"
+        )
+    if head_dim not in (64, 128, 256):
+        raise ValueError(f"{fn}: `head_dim` must be 64, 128 or 256, got {head_dim!r}")
+    if num_qo_heads != workspace.num_qo_heads or head_dim != workspace.head_dim:
+        raise ValueError(
+            f"{fn}: the workspace was made for num_qo_heads={workspace.num_qo_heads}, "
+            f"head_dim={workspace.head_dim}; got {num_qo_heads}, {head_dim}"
+        )
+    if not isinstance(page_size, int) or page_size < 1:
+        raise ValueError(f"{fn}: `page_size` must be an int >= 1, got {page_size!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"{fn}: `layout` must be one of {LAYOUTS}, got {layout!r}")
+    if not isinstance(window_left, int) or window_left < -1:
+        raise ValueError(f"{fn}: `window_left` must be -1 or an int >= 0, got {window_left!r}")
+
+
+def _check_numbers(
+    head_dim: int, sm_scale: Any, logits_soft_cap: Any, k_scale: Any, v_scale: Any
+) -> tuple[float, float]:
+    fn = "plan_batch_decode"
+    scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"{fn}: `sm_scale` must be finite and > 0, got {sm_scale!r}")
+    cap = float(logits_soft_cap)
+    if not (cap >= 0 and math.isfinite(cap)):
+        raise ValueError(
+            f"{fn}: `logits_soft_cap` must be finite and >= 0, got {logits_soft_cap!r}"
+        )
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if not (float(s) > 0 and math.isfinite(float(s))):
+            raise ValueError(f"{fn}: `{name}` must be finite and > 0, got {s!r}")
+    return scale, cap
+
+
+def plan_batch_decode(
+    kv_indptr: Any,
+    kv_indices: Any,
+    kv_last_page_len: Any,
+    *,
+    num_qo_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    page_size: int,
+    workspace: DecodeWorkspace,
+    q_dtype: Any = "bf16",
+    kv_dtype: Any = None,
+    layout: str = "NHD",
+    sm_scale: float | None = None,
+    logits_soft_cap: float = 0.0,
+    window_left: int = -1,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    host_indptr: Any = None,
+    host_last_page_len: Any = None,
+) -> DecodePlan:
+    """Plan one decode step over a paged KV cache (host only; no kernel launch, no compile).
+
+    Parameters
+    ----------
+    kv_indptr, kv_indices, kv_last_page_len:
+        The page table (int32) the decode kernels will read, on the workspace's device; they
+        must stay alive and unchanged until the step's ``run`` has executed.
+    num_qo_heads, num_kv_heads:
+        Query and KV heads; ``num_qo_heads`` a multiple of ``num_kv_heads`` (group 1-8).
+    head_dim:
+        64, 128 or 256.
+    page_size:
+        Slots per page, >= 1.
+    workspace:
+        A :class:`DecodeWorkspace` on the same device; the plan is written into its tables.
+    q_dtype, kv_dtype:
+        ``bf16`` / ``fp16`` (or the torch dtypes); ``kv_dtype`` also ``e4m3`` (fp8 with per-tensor
+        ``k_scale`` / ``v_scale``); defaults to ``q_dtype``.
+    layout:
+        ``NHD`` or ``HND``.
+    sm_scale:
+        Logit scale, default ``1 / sqrt(head_dim)``.
+    logits_soft_cap:
+        ``> 0``: logits become ``cap * tanh(logits / cap)``; 0 disables.
+    window_left:
+        ``-1``: attend to every token; ``w >= 0``: only to the last ``w + 1``.
+    host_indptr, host_last_page_len:
+        Host copies of the page table's indptr and last-page lengths when the engine keeps them
+        (avoids a synchronising device-to-host copy).
+
+    Raises
+    ------
+    TypeError
+        A dtype is unsupported.
+    ValueError
+        Head counts, head_dim, page size, layout, window, scales or the page table are invalid
+        (non-monotonic ``kv_indptr``, a last-page length outside ``[1, page_size]``, more
+        requests or work units than the workspace holds).
+    """
+    fn = "plan_batch_decode"
+    _check_options(workspace, num_qo_heads, num_kv_heads, head_dim, page_size, layout, window_left)
+    qd = _dtype_name("q_dtype", q_dtype, ("bf16", "fp16"))
+    kd = qd if kv_dtype is None else _dtype_name("kv_dtype", kv_dtype, ("bf16", "fp16", "e4m3"))
+    if kd not in ("e4m3", qd):
+        raise TypeError(f"{fn}: `kv_dtype` must be q_dtype ({qd}) or e4m3, got {kd}")
+    scale, cap = _check_numbers(head_dim, sm_scale, logits_soft_cap, k_scale, v_scale)
+    indptr = _host_int32("kv_indptr", kv_indptr if host_indptr is None else host_indptr)
+    last = _host_int32(
+        "kv_last_page_len", kv_last_page_len if host_last_page_len is None else host_last_page_len
+    )
+    batch = int(last.shape[0])
+    if batch > workspace.max_batch:
+        raise ValueError(
+            f"{fn}: the batch has {batch} requests but the workspace holds {workspace.max_batch}"
+        )
+    if int(indptr.shape[0]) != batch + 1:
+        raise ValueError(
+            f"{fn}: `kv_indptr` must have batch + 1 = {batch + 1} entries (batch from "
+            f"`kv_last_page_len`), got {int(indptr.shape[0])}"
+        )
+    _host_int32("kv_indices", kv_indices) if kv_indices.device.type == "cpu" else None
+    merge = workspace.host_merge[: batch + 1]
+    n_work, chunk, n_partials = _planner().plan(
+        indptr,
+        last,
+        workspace.host_work,
+        merge,
+        page_size,
+        num_kv_heads,
+        window_left,
+        workspace.target_ctas,
+        MIN_CHUNK,
+        workspace.max_work,
+    )
+    if int(indptr[-1]) > int(kv_indices.shape[0]):
+        raise ValueError(
+            f"{fn}: `kv_indptr[-1]` = {int(indptr[-1])} pages but `kv_indices` has "
+            f"{int(kv_indices.shape[0])}"
+        )
+    if workspace.graph:  # requests past the batch merge nothing
+        workspace.host_merge[batch + 1 :] = workspace.host_merge[batch]
+    if workspace.work is not workspace.host_work:
+        workspace.work.copy_(workspace.host_work, non_blocking=True)
+        workspace.merge_indptr.copy_(workspace.host_merge, non_blocking=True)
+    return DecodePlan(
+        batch=batch,
+        num_qo_heads=num_qo_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        page_size=page_size,
+        layout=layout,
+        q_dtype=qd,
+        kv_dtype=kd,
+        sm_scale=scale,
+        logits_soft_cap=cap,
+        window_left=window_left,
+        k_scale=float(k_scale),
+        v_scale=float(v_scale),
+        n_work=int(n_work),
+        chunk=int(chunk),
+        n_partials=int(n_partials),
+        workspace=workspace,
+        kv_indptr=kv_indptr,
+        kv_indices=kv_indices,
+        kv_last_page_len=kv_last_page_len,
+        host_indptr=indptr,
+        host_last_page_len=last,
+    )
