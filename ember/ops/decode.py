@@ -29,6 +29,8 @@ from ember.jit.workspace import CSRC_DIR
 
 __all__ = [
     "LAYOUTS",
+    "batch_decode",
+    "decode_spec",
     "DecodePlan",
     "DecodeWorkspace",
     "kv_lengths",
@@ -54,9 +56,80 @@ def planner_spec() -> KernelSpec:
     )
 
 
+# name -> (C++ storage type, DLPack code, bits)
+KV_DTYPES: dict[str, tuple[str, int, int]] = {
+    "bf16": ("ember::bfloat16", 4, 16),  # kDLBfloat
+    "fp16": ("ember::half", 2, 16),  # kDLFloat
+    "e4m3": ("ember::fp8e4m3", 10, 8),  # kDLFloat8_e4m3fn
+}
+HEAD_DIMS = (64, 128, 256)
+GROUPS = (1, 2, 3, 4, 5, 6, 7, 8)
+
+
+def decode_spec(q_dtype: str, kv_dtype: str, head_dim: int, group: int) -> KernelSpec:
+    """The decode module for one specialization (dtypes, head_dim, GQA group).
+
+    Layout and page size are runtime arguments of the same module. fp8 (``e4m3``) KV needs
+    sm_89+; the rest any GPU from sm_80 on.
+    """
+    if q_dtype not in ("bf16", "fp16"):
+        raise ValueError(f"decode_spec: q_dtype must be bf16 or fp16, got {q_dtype!r}")
+    if kv_dtype not in (q_dtype, "e4m3"):
+        raise ValueError(f"decode_spec: kv_dtype must be {q_dtype} or e4m3, got {kv_dtype!r}")
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"decode_spec: head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
+    if group not in GROUPS:
+        raise ValueError(f"decode_spec: group must be 1-8, got {group!r}")
+    qt, qcode, qbits = KV_DTYPES[q_dtype]
+    kt, kcode, kbits = KV_DTYPES[kv_dtype]
+    ops = CSRC_DIR / "ops"
+    shape = (f"-DEMBER_DECODE_HEAD_DIM={head_dim}", f"-DEMBER_DECODE_GROUP={group}")
+    return KernelSpec(
+        uri=f"decode_{q_dtype}_{kv_dtype}_d{head_dim}_g{group}",
+        sources=(ops / "decode.cc", ops / "decode.cu"),
+        archs=("sm89+",) if kv_dtype == "e4m3" else ("sm80+",),
+        cflags=(
+            f"-DEMBER_DECODE_Q_DL_CODE={qcode}",
+            f"-DEMBER_DECODE_Q_DL_BITS={qbits}",
+            f"-DEMBER_DECODE_KV_DL_CODE={kcode}",
+            f"-DEMBER_DECODE_KV_DL_BITS={kbits}",
+            *shape,
+        ),
+        cuda_cflags=(f"-DEMBER_DECODE_QTYPE={qt}", f"-DEMBER_DECODE_KVTYPE={kt}", *shape),
+        params=(
+            ("q_dtype", q_dtype),
+            ("kv_dtype", kv_dtype),
+            ("head_dim", head_dim),
+            ("group", group),
+        ),
+    )
+
+
 @register("decode")
 def _specs() -> Iterator[KernelSpec]:
     yield planner_spec()
+    # NOTE: the common serving specializations; others build on first use.
+    for dt in ("bf16", "fp16"):
+        for group in (1, 4, 8):
+            yield decode_spec(dt, dt, 128, group)
+
+
+_DECODE: dict[tuple[str, str, int, int], Any] = {}
+
+
+def _decode_module(q_dtype: str, kv_dtype: str, head_dim: int, group: int) -> Any:
+    key = (q_dtype, kv_dtype, head_dim, group)
+    mod = _DECODE.get(key)
+    if mod is None:
+        torch = _torch()
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "ember.batch_decode: module decode_{}_{}_d{}_g{} is not loaded yet and the stream "
+                "is capturing a CUDA graph; run once before capture (compiling inside a capture "
+                "is refused)".format(*key)
+            )
+        mod = _DECODE[key] = build_and_load(decode_spec(*key))
+    return mod
 
 
 @functools.cache
@@ -146,6 +219,9 @@ class DecodeWorkspace:
         i32 = torch.int32
         self.host_work = torch.empty(max_work, len(WORK_FIELDS), dtype=i32, pin_memory=pin)
         self.host_merge = torch.empty(max_batch + 1, dtype=i32, pin_memory=pin)
+        # NOTE: the previous plan's host-to-device copy must finish before the pinned tables are
+        # rewritten; an event recorded after the copies is waited on (free when it has finished).
+        self.copied: Any = None
         if self.device.type == "cpu":
             self.work, self.merge_indptr = self.host_work, self.host_merge
         else:
@@ -369,6 +445,8 @@ def plan_batch_decode(
         )
     _host_int32("kv_indices", kv_indices) if kv_indices.device.type == "cpu" else None
     merge = workspace.host_merge[: batch + 1]
+    if workspace.copied is not None:
+        workspace.copied.synchronize()
     n_work, chunk, n_partials = _planner().plan(
         indptr,
         last,
@@ -391,6 +469,9 @@ def plan_batch_decode(
     if workspace.work is not workspace.host_work:
         workspace.work.copy_(workspace.host_work, non_blocking=True)
         workspace.merge_indptr.copy_(workspace.host_merge, non_blocking=True)
+        if workspace.copied is None:
+            workspace.copied = _torch().cuda.Event()
+        workspace.copied.record()
     return DecodePlan(
         batch=batch,
         num_qo_heads=num_qo_heads,
@@ -415,3 +496,97 @@ def plan_batch_decode(
         host_indptr=indptr,
         host_last_page_len=last,
     )
+
+
+def _split_cache(kv_cache: Any, layout: str) -> tuple[Any, Any]:
+    torch = _torch()
+    if isinstance(kv_cache, tuple | list):
+        if len(kv_cache) != 2:
+            raise ValueError(
+                "ember.batch_decode: `kv_cache` as a sequence must be (k, v), "
+                f"got {len(kv_cache)} items"
+            )
+        return kv_cache[0], kv_cache[1]
+    if not isinstance(kv_cache, torch.Tensor):
+        raise TypeError(
+            "ember.batch_decode: `kv_cache` must be a tensor or a (k, v) pair, "
+            f"got {type(kv_cache).__name__}"
+        )
+    if kv_cache.dim() != 5 or kv_cache.shape[1] != 2:
+        want = (
+            "[pages, 2, page_size, kv_heads, head_dim]"
+            if layout == "NHD"
+            else ("[pages, 2, kv_heads, page_size, head_dim]")
+        )
+        raise ValueError(
+            f"ember.batch_decode: `kv_cache` must be {want} ({layout}), got {list(kv_cache.shape)}"
+        )
+    return kv_cache[:, 0], kv_cache[:, 1]
+
+
+def batch_decode(
+    q: Any, kv_cache: Any, plan: DecodePlan, *, out: Any = None, return_lse: bool = False
+) -> Any:
+    """Decode attention for one new token per request, over the paged KV cache of ``plan``.
+
+    Only launches (the decode kernel, then the merge of split requests, on the current stream):
+    no synchronisation and no compilation once the module is loaded; with ``out`` given and
+    ``return_lse`` false it allocates nothing, so it can be captured in a CUDA graph.
+
+    Parameters
+    ----------
+    q:
+        ``[batch, num_qo_heads, head_dim]`` in the plan's ``q_dtype``; rows may be strided, the
+        last dimension contiguous.
+    kv_cache:
+        ``[pages, 2, page_size, kv_heads, head_dim]`` (``NHD``) or ``[pages, 2, kv_heads,
+        page_size, head_dim]`` (``HND``) in ``kv_dtype``, or a ``(k, v)`` pair of the per-K/V
+        shapes.
+    plan:
+        From :func:`plan_batch_decode` for this step.
+    out:
+        Optional ``q``-shaped output.
+    return_lse:
+        Also return the log-sum-exp of the logits (natural log, fp32 ``[batch, num_qo_heads]``).
+
+    Returns
+    -------
+    ``out``, or ``(out, lse)`` with ``return_lse``.
+    """
+    torch = _torch()
+    if not isinstance(plan, DecodePlan):
+        raise TypeError(
+            f"ember.batch_decode: `plan` must be a DecodePlan, got {type(plan).__name__}"
+        )
+    k, v = _split_cache(kv_cache, plan.layout)
+    group = plan.num_qo_heads // plan.num_kv_heads
+    mod = _decode_module(plan.q_dtype, plan.kv_dtype, plan.head_dim, group)
+    if out is None:
+        out = torch.empty_like(q)
+    lse = None
+    if return_lse:
+        lse = torch.empty(q.shape[0], plan.num_qo_heads, dtype=torch.float32, device=q.device)
+    ws = plan.workspace
+    merge_rows = q.shape[0] if ws.graph else (plan.batch if plan.n_partials else 0)
+    mod.run(
+        q,
+        k,
+        v,
+        plan.kv_indptr,
+        plan.kv_indices,
+        ws.work,
+        ws.merge_indptr,
+        ws.partial_o,
+        ws.partial_lse,
+        out,
+        lse,
+        plan.grid,
+        merge_rows,
+        plan.page_size,
+        plan.layout == "HND",
+        plan.sm_scale,
+        plan.logits_soft_cap,
+        plan.k_scale,
+        plan.v_scale,
+    )
+    return (out, lse) if return_lse else out

@@ -8,10 +8,16 @@ Compile-only coverage of every supported arch runs on CPU through ``EMBER_CUDA_A
 from __future__ import annotations
 
 from ember.testing.capability import FEATURES, device_capability, requires
-from ember.testing.reference import fused_add_rmsnorm_ref, rmsnorm_ref, tolerances
+from ember.testing.reference import (
+    batch_decode_ref,
+    fused_add_rmsnorm_ref,
+    rmsnorm_ref,
+    tolerances,
+)
 
 __all__ = [
     "FEATURES",
+    "batch_decode_ref",
     "device_capability",
     "fused_add_rmsnorm_ref",
     "requires",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["fused_add_rmsnorm_ref", "rmsnorm_ref", "tolerances"]
+__all__ = ["batch_decode_ref", "fused_add_rmsnorm_ref", "rmsnorm_ref", "tolerances"]
 
 # (rtol, atol) for comparing a kernel in `dtype` against an fp32 reference rounded to `dtype`:
 # about two units in the last place of the storage type.
@@ -34,3 +34,58 @@ def fused_add_rmsnorm_ref(x: Any, residual: Any, weight: Any, eps: float = 1e-6)
     """(new x, new residual): the sum is rounded to the residual's dtype, then normalised."""
     new_residual = (x.float() + residual.float()).to(residual.dtype)
     return rmsnorm_ref(new_residual, weight, eps), new_residual
+
+
+def batch_decode_ref(  # noqa: PLR0917 (mirrors the page-table convention)
+    q: Any,
+    k_cache: Any,
+    v_cache: Any,
+    kv_indptr: Any,
+    kv_indices: Any,
+    kv_last_page_len: Any,
+    *,
+    layout: str = "NHD",
+    sm_scale: float | None = None,
+    logits_soft_cap: float = 0.0,
+    window_left: int = -1,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+) -> tuple[Any, Any]:
+    """Decode attention in fp64 over a paged cache: ``(out [B, Hq, D] fp32, lse [B, Hq])``.
+
+    ``k_cache``/``v_cache`` are ``[pages, page_size, kv_heads, D]`` (NHD) or ``[pages, kv_heads,
+    page_size, D]`` (HND); the LSE is the natural log of the sum of exponentiated logits (-inf for
+    an empty request, whose output is 0).
+    """
+    import math
+
+    import torch
+
+    batch, hq, dim = q.shape
+    scale = 1.0 / math.sqrt(dim) if sm_scale is None else sm_scale
+    ip = kv_indptr.tolist()
+    last = kv_last_page_len.tolist()
+    out = torch.zeros(batch, hq, dim, dtype=torch.float32, device=q.device)
+    lse = torch.full((batch, hq), float("-inf"), dtype=torch.float32, device=q.device)
+    for b in range(batch):
+        pages = kv_indices[ip[b] : ip[b + 1]].long()
+        if pages.numel() == 0:
+            continue
+        k = k_cache[pages].double() * k_scale
+        v = v_cache[pages].double() * v_scale
+        if layout == "HND":  # -> [pages, page_size, kv_heads, D]
+            k, v = k.transpose(1, 2), v.transpose(1, 2)
+        n = (pages.numel() - 1) * k.shape[1] + last[b]
+        k = k.reshape(-1, k.shape[2], dim)[:n]  # [tokens, kv_heads, D]
+        v = v.reshape(-1, v.shape[2], dim)[:n]
+        first = max(0, n - 1 - window_left) if window_left >= 0 else 0
+        k, v = k[first:], v[first:]
+        group = hq // k.shape[1]
+        k = k.repeat_interleave(group, dim=1)  # [tokens, hq, D]
+        v = v.repeat_interleave(group, dim=1)
+        logits = torch.einsum("hd,thd->ht", q[b].double(), k) * scale
+        if logits_soft_cap > 0:
+            logits = logits_soft_cap * torch.tanh(logits / logits_soft_cap)
+        lse[b] = torch.logsumexp(logits, dim=-1).float()
+        out[b] = torch.einsum("ht,thd->hd", torch.softmax(logits, dim=-1), v).float()
+    return out, lse

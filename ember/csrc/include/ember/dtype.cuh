@@ -15,6 +15,10 @@ struct alignas(2) bfloat16 {
 struct alignas(2) half {
   uint16_t bits;
 };
+// fp8 e4m3 (OCP "E4M3FN"), storage only; converted to fp32 on load (KV caches). sm_89+.
+struct alignas(1) fp8e4m3 {
+  uint8_t bits;
+};
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(bfloat16 v) {
@@ -23,6 +27,14 @@ __device__ __forceinline__ float to_float(bfloat16 v) {
 __device__ __forceinline__ float to_float(half v) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+  return f;
+}
+
+__device__ __forceinline__ float to_float(fp8e4m3 v) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(v.bits)));
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<uint16_t>(h2 & 0xffffu)));
   return f;
 }
 

@@ -1,0 +1,159 @@
+"""Batch decode over a paged KV cache on the GPU against an fp64 reference (R4.1-R4.7).
+
+Skipped, never failed, without a suitable GPU. Fresh random inputs, shuffled page indices,
+ragged last pages; outputs poisoned with NaN before every launch.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from ember.ops.decode import DecodeWorkspace, batch_decode, plan_batch_decode
+from ember.testing import batch_decode_ref, requires
+
+pytestmark = requires(feature="decode")
+
+DT = torch.bfloat16
+
+
+def make_cache(lengths, *, page_size, kv_heads, head_dim, layout="NHD", dtype=DT, seed=0):
+    rng = random.Random(seed)
+    pages = [0 if n == 0 else (n + page_size - 1) // page_size for n in lengths]
+    total = sum(pages) + 3  # spare pages that no request owns
+    order = list(range(total))
+    rng.shuffle(order)
+    indptr = [0]
+    for p in pages:
+        indptr.append(indptr[-1] + p)
+    indices = torch.tensor(order[: indptr[-1]], dtype=torch.int32)
+    last = torch.tensor(
+        [0 if n == 0 else n - (p - 1) * page_size for n, p in zip(lengths, pages, strict=True)],
+        dtype=torch.int32,
+    )
+    shape = (
+        (total, 2, page_size, kv_heads, head_dim)
+        if layout == "NHD"
+        else (total, 2, kv_heads, page_size, head_dim)
+    )
+    cache = torch.randn(shape, device="cuda").to(dtype)
+    return cache, torch.tensor(indptr, dtype=torch.int32), indices, last
+
+
+def run_case(
+    lengths, *, page_size=16, qo_heads=32, kv_heads=8, head_dim=128, layout="NHD", ws=None, **opts
+):
+    cache, indptr, indices, last = make_cache(
+        lengths, page_size=page_size, kv_heads=kv_heads, head_dim=head_dim, layout=layout
+    )
+    batch = len(lengths)
+    ws = ws or DecodeWorkspace("cuda", max_batch=batch, num_qo_heads=qo_heads, head_dim=head_dim)
+    plan = plan_batch_decode(
+        indptr.cuda(),
+        indices.cuda(),
+        last.cuda(),
+        num_qo_heads=qo_heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        page_size=page_size,
+        workspace=ws,
+        layout=layout,
+        host_indptr=indptr,
+        host_last_page_len=last,
+        **opts,
+    )
+    q = torch.randn(batch, qo_heads, head_dim, device="cuda").to(DT)
+    out = torch.full_like(q, float("nan"))
+    got, lse = batch_decode(q, cache, plan, out=out, return_lse=True)
+    assert got is out
+    k, v = cache[:, 0], cache[:, 1]
+    want, want_lse = batch_decode_ref(
+        q,
+        k,
+        v,
+        indptr.cuda(),
+        indices.cuda(),
+        last,
+        layout=layout,
+        sm_scale=opts.get("sm_scale"),
+        logits_soft_cap=opts.get("logits_soft_cap", 0.0),
+        window_left=opts.get("window_left", -1),
+    )
+    assert not torch.isnan(out).any(), "unwritten (poisoned) elements"
+    torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(lse, want_lse, rtol=1e-3, atol=1e-3)
+    return plan
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("page_size", [1, 16, 32])
+def test_uniform_batch(layout, page_size):
+    plan = run_case([300] * 8, page_size=page_size, layout=layout)
+    assert plan.n_work >= 8
+
+
+@pytest.mark.parametrize(("qo_heads", "kv_heads"), [(8, 8), (16, 8), (32, 8), (64, 8), (12, 4)])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_groups_and_head_dims(qo_heads, kv_heads, head_dim):
+    run_case([1, 17, 513], qo_heads=qo_heads, kv_heads=kv_heads, head_dim=head_dim)
+
+
+def test_split_requests_are_merged():
+    plan = run_case([32768, 5000], page_size=16)
+    assert plan.n_partials > 0
+
+
+def test_skewed_and_empty_requests():
+    run_case([0, 1, 2, 15, 16, 17, 4000, 20000, 3], page_size=16)
+
+
+def test_soft_cap_window_and_scale():
+    run_case([1000, 77], logits_soft_cap=30.0, window_left=100, sm_scale=0.05)
+
+
+def test_graph_replay_with_changed_lengths():
+    ws = DecodeWorkspace("cuda", max_batch=4, num_qo_heads=32, head_dim=128, graph=True)
+    cache, indptr, indices, last = make_cache([4096] * 4, page_size=16, kv_heads=8, head_dim=128)
+    d_indptr, d_indices, d_last = indptr.cuda(), indices.cuda(), last.cuda()
+    q = torch.randn(4, 32, 128, device="cuda").to(DT)
+    out = torch.empty_like(q)
+
+    def plan_for(lengths):
+        pages = [(n + 15) // 16 for n in lengths]
+        ip = [0]
+        for p in pages:
+            ip.append(ip[-1] + p)
+        h_ip = torch.tensor(ip, dtype=torch.int32)
+        h_last = torch.tensor(
+            [n - (p - 1) * 16 for n, p in zip(lengths, pages, strict=True)], dtype=torch.int32
+        )
+        d_indptr.copy_(h_ip)
+        d_last.copy_(h_last)
+        return plan_batch_decode(
+            d_indptr,
+            d_indices,
+            d_last,
+            num_qo_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            page_size=16,
+            workspace=ws,
+            host_indptr=h_ip,
+            host_last_page_len=h_last,
+        )
+
+    plan = plan_for([4096] * 4)
+    batch_decode(q, cache, plan, out=out)  # loads the module before capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        batch_decode(q, cache, plan, out=out)
+    for lengths in ([4096, 1, 2000, 17], [30, 4000, 4096, 1]):
+        plan_for(lengths)
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        # each request now owns a prefix of the same shuffled page list
+        want, _ = batch_decode_ref(q, cache[:, 0], cache[:, 1], d_indptr, d_indices, d_last)
+        torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
