@@ -113,7 +113,8 @@ def call(**changes: Any) -> None:
         (
             dict(q=torch.zeros(B, 6, D, dtype=torch.bfloat16)),
             ValueError,
-            r"`q` must be \[batch, qo_heads, 128\] with qo_heads a multiple of 4, got \[2, 6, 128\]",
+            r"`q` must be \[batch, qo_heads, 128\] with qo_heads a multiple of 4, "
+            r"got \[2, 6, 128\]",
         ),
         (
             dict(out=torch.zeros(B, HQ, 64, dtype=torch.bfloat16)),
