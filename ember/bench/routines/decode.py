@@ -1,0 +1,265 @@
+"""Bench routine ``decode``: batch decode attention over a paged KV cache.
+
+Backends
+--------
+``ember``
+    ``ember.ops.decode.plan_batch_decode`` once per case (outside the timed region), then
+    ``batch_decode(q, kv_cache, plan, out=...)`` timed.
+``flashinfer`` (variants ``cuda_cores``, ``tensor_cores``)
+    ``BatchDecodeWithPagedKVCacheWrapper`` with ``use_tensor_cores`` off and on: the issue's
+    baseline is the faster of the two per shape, which the report marks ``(best)``.
+
+A shape is ``BxLxHQxHKxDxP``: batch, tokens per request (the mean for ``--lengths pareto``),
+query heads, KV heads, head_dim, page size. Pages are shuffled across the cache.
+
+Bytes moved: every attended K and V row once, ``q`` read, the output written, the page indices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import math
+import random
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ember.bench.case import Case, Impl, Inputs, Skip, format_shape, itemsize, parse_dtype
+from ember.bench.routines import Work, expand_backends, routine
+
+if TYPE_CHECKING:
+    from ember.bench.harness import BenchContext
+
+__all__ = ["decode", "decode_lengths", "parse_decode_shape"]
+
+DECODE = "decode"
+_BACKENDS = {"ember": ("default",), "flashinfer": ("cuda_cores", "tensor_cores")}
+_KV_BYTES = {"same": None, "e4m3": 1}
+
+
+def parse_decode_shape(text: str) -> tuple[int, ...]:
+    """``"64x4096x32x8x128x16"`` -> ``(B, L, HQ, HK, D, P)``, all positive, HQ a multiple of HK."""
+    parts = text.strip().lower().split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"decode shape {text!r}: expected BxLxHQxHKxDxP integers") from None
+    if len(shape) != 6 or min(shape) < 1:
+        raise ValueError(f"decode shape {text!r}: expected 6 positive integers BxLxHQxHKxDxP")
+    if shape[2] % shape[3]:
+        raise ValueError(f"decode shape {text!r}: HQ={shape[2]} is not a multiple of HK={shape[3]}")
+    return shape
+
+
+def decode_lengths(batch: int, mean: int, dist: str, seed: int = 0) -> list[int]:
+    """Tokens per request: all ``mean`` (uniform) or Pareto(1.5) with that mean, capped at 16x."""
+    if dist == "uniform":
+        return [mean] * batch
+    rng = random.Random(seed)
+    scale = mean / 3.0  # Pareto(alpha=1.5) has mean 3 * x_m
+    return [max(1, min(16 * mean, int(scale * rng.paretovariate(1.5)))) for _ in range(batch)]
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    default = "64x4096x32x8x128x16"
+
+    def shapes(text: str) -> list[tuple[int, ...]]:
+        try:
+            return [parse_decode_shape(s) for s in text.split(",") if s.strip()]
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    p.add_argument(
+        "--shapes",
+        type=shapes,
+        default=shapes(default),
+        help=f"BxLxHQxHKxDxP, comma-separated (default {default})",
+    )
+    p.add_argument(
+        "--dtypes",
+        type=lambda t: [parse_dtype(s) for s in t.split(",")],
+        default=["bf16"],
+        help="q dtype: bf16 or fp16 (default bf16)",
+    )
+    p.add_argument(
+        "--kv-dtype",
+        choices=sorted(_KV_BYTES),
+        default="same",
+        help="KV cache dtype: the q dtype, or fp8 e4m3 (default same)",
+    )
+    p.add_argument(
+        "--lengths",
+        choices=("uniform", "pareto"),
+        default="uniform",
+        help="per-request lengths (default uniform)",
+    )
+    p.add_argument("--layout", choices=("NHD", "HND"), default="NHD", help="default NHD")
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _case(ctx: BenchContext, shape: tuple[int, ...], dtype: str, args: argparse.Namespace) -> Case:
+    batch, mean, hq, hk, dim, page = shape
+    lengths = decode_lengths(batch, mean, args.lengths)
+    fp8 = args.kv_dtype == "e4m3"
+    e_q, e_kv = itemsize(dtype), 1 if fp8 else itemsize(dtype)
+    pages = [(n + page - 1) // page for n in lengths]
+    total_pages = sum(pages)
+    device = ctx.device
+    layout = args.layout
+
+    def make_inputs() -> Inputs:
+        torch = _torch()
+        td = getattr(torch, {"bf16": "bfloat16", "fp16": "float16"}[dtype])
+        kv_shape = (
+            (total_pages, 2, page, hk, dim) if layout == "NHD" else (total_pages, 2, hk, page, dim)
+        )
+        cache = torch.randn(kv_shape, device=device, dtype=torch.float32)
+        cache = cache.to(torch.float8_e4m3fn) if fp8 else cache.to(td)
+        order = torch.randperm(total_pages, device="cpu").to(torch.int32)
+        indptr = [0]
+        for p in pages:
+            indptr.append(indptr[-1] + p)
+        h_indptr = torch.tensor(indptr, dtype=torch.int32)
+        h_last = torch.tensor(
+            [n - (p - 1) * page for n, p in zip(lengths, pages, strict=True)], dtype=torch.int32
+        )
+        return {
+            "q": torch.randn(batch, hq, dim, device=device).to(td),
+            "cache": cache,
+            "indptr": h_indptr.to(device),
+            "indices": order.to(device),
+            "last": h_last.to(device),
+            "h_indptr": h_indptr,
+            "h_last": h_last,
+        }
+
+    def reference(i: Inputs) -> tuple[Any, ...]:
+        from ember.testing.reference import batch_decode_ref
+
+        out, _ = batch_decode_ref(
+            i["q"],
+            i["cache"][:, 0],
+            i["cache"][:, 1],
+            i["indptr"],
+            i["indices"],
+            i["h_last"],
+            layout=layout,
+        )
+        return (out.to(i["q"].dtype),)
+
+    kv_bytes = sum(lengths) * hk * dim * 2 * e_kv
+    return Case(
+        routine=DECODE,
+        shape=shape,
+        dtype=dtype,
+        make_inputs=make_inputs,
+        reference=reference,
+        outputs=lambda i, result: (result,),
+        nbytes=kv_bytes + 2 * batch * hq * dim * e_q + 4 * total_pages,
+        params={"kv_dtype": args.kv_dtype, "lengths": args.lengths, "layout": layout},
+        cli=(
+            "--shapes",
+            format_shape(shape),
+            "--dtypes",
+            dtype,
+            "--kv-dtype",
+            args.kv_dtype,
+            "--lengths",
+            args.lengths,
+            "--layout",
+            layout,
+        ),
+        reference_source="ember.testing.reference.batch_decode_ref (fp64)",
+        tolerance=(2e-2, 2e-2),
+    )
+
+
+def _ember(shape: tuple[int, ...], variant: str, args: argparse.Namespace) -> Impl | Skip:
+    import ember
+    from ember.ops import decode as dec
+
+    _, _, hq, hk, dim, page = shape
+
+    def prepare(i: Inputs) -> Callable[[], Any]:
+        torch = _torch()
+        ws = dec.DecodeWorkspace(
+            i["q"].device, max_batch=i["q"].shape[0], num_qo_heads=hq, head_dim=dim
+        )
+        plan = dec.plan_batch_decode(
+            i["indptr"],
+            i["indices"],
+            i["last"],
+            num_qo_heads=hq,
+            num_kv_heads=hk,
+            head_dim=dim,
+            page_size=page,
+            workspace=ws,
+            q_dtype=i["q"].dtype,
+            kv_dtype="e4m3" if args.kv_dtype == "e4m3" else None,
+            layout=args.layout,
+            host_indptr=i["h_indptr"],
+            host_last_page_len=i["h_last"],
+        )
+        out = torch.full_like(i["q"], math.nan)  # poisoned: an unwritten element fails the check
+        return functools.partial(dec.batch_decode, i["q"], i["cache"], plan, out=out)
+
+    return Impl("ember", variant, prepare, ember.__version__)
+
+
+def _flashinfer(shape: tuple[int, ...], variant: str, args: argparse.Namespace) -> Impl | Skip:
+    try:
+        fi = importlib.import_module("flashinfer")
+    except Exception as exc:
+        return Skip("flashinfer", variant, f"flashinfer is not importable ({exc})")
+    wrapper_cls = getattr(fi, "BatchDecodeWithPagedKVCacheWrapper", None)
+    if wrapper_cls is None:
+        return Skip("flashinfer", variant, "no BatchDecodeWithPagedKVCacheWrapper")
+    _, _, hq, hk, dim, page = shape
+
+    def prepare(i: Inputs) -> Callable[[], Any]:
+        torch = _torch()
+        buf = torch.empty(128 << 20, dtype=torch.uint8, device=i["q"].device)
+        w = wrapper_cls(buf, args.layout, use_tensor_cores=variant == "tensor_cores")
+        w.plan(
+            i["h_indptr"],
+            i["indices"],
+            i["h_last"],
+            hq,
+            hk,
+            dim,
+            page,
+            q_data_type=i["q"].dtype,
+            kv_data_type=i["cache"].dtype,
+        )
+        return functools.partial(w.run, i["q"], i["cache"])
+
+    return Impl("flashinfer", variant, prepare, getattr(fi, "__version__", ""))
+
+
+_BUILDERS: dict[str, Callable[..., Impl | Skip]] = {"ember": _ember, "flashinfer": _flashinfer}
+
+
+@routine(
+    DECODE,
+    help="batch decode attention over a paged KV cache",
+    backends=_BACKENDS,
+    arguments=_arguments,
+)
+def decode(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
+    """Every selected backend at every shape and q dtype."""
+    pairs = expand_backends(args.backends, _BACKENDS)
+    for shape in args.shapes:
+        for dtype in args.dtypes:
+            case = _case(ctx, tuple(shape), dtype, args)
+            for backend, variant in pairs:
+                try:
+                    impl = _BUILDERS[backend](tuple(shape), variant, args)
+                except Exception as exc:
+                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
+                yield case, impl
