@@ -29,6 +29,8 @@ from ember.jit.workspace import CSRC_DIR
 
 __all__ = [
     "LAYOUTS",
+    "append_paged_kv_cache",
+    "paged_spec",
     "batch_decode",
     "decode_spec",
     "DecodePlan",
@@ -105,9 +107,18 @@ def decode_spec(q_dtype: str, kv_dtype: str, head_dim: int, group: int) -> Kerne
     )
 
 
+def paged_spec() -> KernelSpec:
+    """The paged-cache append module (one for every dtype: rows are copied as bytes)."""
+    ops = CSRC_DIR / "ops"
+    return KernelSpec(
+        uri="paged_append", sources=(ops / "paged.cc", ops / "paged.cu"), archs=("sm80+",)
+    )
+
+
 @register("decode")
 def _specs() -> Iterator[KernelSpec]:
     yield planner_spec()
+    yield paged_spec()
     # NOTE: the common serving specializations; others build on first use.
     for dt in ("bf16", "fp16"):
         for group in (1, 4, 8):
@@ -498,19 +509,17 @@ def plan_batch_decode(
     )
 
 
-def _split_cache(kv_cache: Any, layout: str) -> tuple[Any, Any]:
+def _split_cache(kv_cache: Any, layout: str, fn: str = "ember.batch_decode") -> tuple[Any, Any]:
     torch = _torch()
     if isinstance(kv_cache, tuple | list):
         if len(kv_cache) != 2:
             raise ValueError(
-                "ember.batch_decode: `kv_cache` as a sequence must be (k, v), "
-                f"got {len(kv_cache)} items"
+                f"{fn}: `kv_cache` as a sequence must be (k, v), got {len(kv_cache)} items"
             )
         return kv_cache[0], kv_cache[1]
     if not isinstance(kv_cache, torch.Tensor):
         raise TypeError(
-            "ember.batch_decode: `kv_cache` must be a tensor or a (k, v) pair, "
-            f"got {type(kv_cache).__name__}"
+            f"{fn}: `kv_cache` must be a tensor or a (k, v) pair, got {type(kv_cache).__name__}"
         )
     if kv_cache.dim() != 5 or kv_cache.shape[1] != 2:
         want = (
@@ -518,9 +527,7 @@ def _split_cache(kv_cache: Any, layout: str) -> tuple[Any, Any]:
             if layout == "NHD"
             else ("[pages, 2, kv_heads, page_size, head_dim]")
         )
-        raise ValueError(
-            f"ember.batch_decode: `kv_cache` must be {want} ({layout}), got {list(kv_cache.shape)}"
-        )
+        raise ValueError(f"{fn}: `kv_cache` must be {want} ({layout}), got {list(kv_cache.shape)}")
     return kv_cache[:, 0], kv_cache[:, 1]
 
 
@@ -590,3 +597,64 @@ def batch_decode(
         plan.v_scale,
     )
     return (out, lse) if return_lse else out
+
+
+@functools.cache
+def _paged() -> Any:
+    return build_and_load(paged_spec())
+
+
+def append_paged_kv_cache(  # noqa: PLR0917 (FlashInfer's signature, kept for engines)
+    append_key: Any,
+    append_value: Any,
+    batch_indices: Any,
+    positions: Any,
+    kv_cache: Any,
+    kv_indices: Any,
+    kv_indptr: Any,
+    kv_last_page_len: Any = None,
+    *,
+    layout: str = "NHD",
+) -> None:
+    """Write new tokens' K and V into their page slots of a paged KV cache, in place.
+
+    Token ``i`` goes to request ``batch_indices[i]`` at sequence position ``positions[i]``: page
+    ``kv_indices[kv_indptr[b] + pos // page_size]``, slot ``pos % page_size``. The page table
+    must already hold the page (the engine allocates pages before appending); a position past the
+    request's pages is not written, so nothing outside the request's pages is ever touched.
+
+    Parameters
+    ----------
+    append_key, append_value:
+        ``[nnz, kv_heads, head_dim]`` in the cache's dtype; last dimension contiguous.
+    batch_indices, positions:
+        ``[nnz]`` int32.
+    kv_cache:
+        ``[pages, 2, ...]`` or a ``(k, v)`` pair, as for :func:`batch_decode` (``layout``).
+    kv_indices, kv_indptr:
+        The page table (int32). ``kv_last_page_len`` is accepted for the usual call shape and
+        not needed.
+
+    Raises
+    ------
+    TypeError
+        A dtype differs from the cache's, or an index tensor is not int32.
+    ValueError
+        Shapes, strides, layout or devices do not match.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(
+            f"ember.append_paged_kv_cache: `layout` must be one of {LAYOUTS}, got {layout!r}"
+        )
+    k, v = _split_cache(kv_cache, layout, "ember.append_paged_kv_cache")
+    _paged().append(
+        append_key,
+        append_value,
+        batch_indices,
+        positions,
+        k,
+        v,
+        kv_indices,
+        kv_indptr,
+        layout == "HND",
+    )

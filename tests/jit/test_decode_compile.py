@@ -186,3 +186,64 @@ def test_python_level_errors() -> None:
         decode.batch_decode(q, torch.zeros(PAGES, 3, PS, HK, D), plan)
     with pytest.raises(ValueError, match=r"as a sequence must be \(k, v\), got 3 items"):
         decode.batch_decode(q, (q, q, q), plan)
+
+
+def append_args() -> dict[str, Any]:
+    bf = torch.bfloat16
+    i32 = torch.int32
+    return dict(
+        k_new=torch.zeros(3, HK, D, dtype=bf),
+        v_new=torch.zeros(3, HK, D, dtype=bf),
+        batch_indices=torch.tensor([0, 1, 1], dtype=i32),
+        positions=torch.tensor([20, 40, 41], dtype=i32),
+        k=torch.zeros(PAGES, PS, HK, D, dtype=bf),
+        v=torch.zeros(PAGES, PS, HK, D, dtype=bf),
+        kv_indices=torch.arange(5, dtype=i32),
+        kv_indptr=torch.tensor([0, 2, 5], dtype=i32),
+        hnd=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "err", "pattern"),
+    [
+        (
+            dict(k_new=torch.zeros(3, HK, D)),
+            TypeError,
+            r"`append_key` must have dtype bfloat16, got float32",
+        ),
+        (
+            dict(v_new=torch.zeros(2, HK, D, dtype=torch.bfloat16)),
+            ValueError,
+            r"`append_value` must have the shape of `append_key` \[3, 2, 128\], got \[2, 2, 128\]",
+        ),
+        (
+            dict(hnd=True),
+            ValueError,
+            r"`append_key` is \[3, 2, 128\] but the cache holds 16 kv heads of 128 \(HND cache",
+        ),
+        (
+            dict(positions=torch.tensor([1, 2], dtype=torch.int32)),
+            ValueError,
+            r"`batch_indices` and `positions` must have 3 entries .* got 3 and 2",
+        ),
+        (
+            dict(batch_indices=torch.tensor([0, 1, 1], dtype=torch.int64)),
+            TypeError,
+            r"`batch_indices` must have dtype int32, got int64",
+        ),
+        (dict(), ValueError, r"`k_cache` must be on a CUDA device, got cpu"),
+    ],
+)
+def test_append_bad_inputs_raise_before_launch(changes: dict, err: type, pattern: str) -> None:
+    args = append_args()
+    args.update(changes)
+    with pytest.raises(err, match=pattern):
+        decode._paged().append(*args.values())
+
+
+def test_append_layout_is_checked_in_python() -> None:
+    with pytest.raises(ValueError, match=r"`layout` must be one of \('NHD', 'HND'\), got 'X'"):
+        decode.append_paged_kv_cache(
+            *list(append_args().values())[:4], None, None, None, layout="X"
+        )

@@ -157,3 +157,57 @@ def test_graph_replay_with_changed_lengths():
         # each request now owns a prefix of the same shuffled page list
         want, _ = batch_decode_ref(q, cache[:, 0], cache[:, 1], d_indptr, d_indices, d_last)
         torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_append_writes_exactly_the_new_slots(layout):
+    from ember.ops.decode import append_paged_kv_cache
+
+    cache, indptr, indices, last = make_cache(
+        [5, 33], page_size=16, kv_heads=2, head_dim=128, layout=layout
+    )
+    before = cache.clone()
+    k_new = torch.randn(3, 2, 128, device="cuda").to(DT)
+    v_new = torch.randn(3, 2, 128, device="cuda").to(DT)
+    batch_indices = torch.tensor([0, 1, 1], dtype=torch.int32, device="cuda")
+    positions = torch.tensor([4, 17, 32], dtype=torch.int32, device="cuda")
+    append_paged_kv_cache(
+        k_new,
+        v_new,
+        batch_indices,
+        positions,
+        cache,
+        indices.cuda(),
+        indptr.cuda(),
+        last.cuda(),
+        layout=layout,
+    )
+    expect = before.clone()
+    ip = indptr.tolist()
+    for i, (b, pos) in enumerate([(0, 4), (1, 17), (1, 32)]):
+        page = int(indices[ip[b] + pos // 16])
+        slot = pos % 16
+        if layout == "NHD":
+            expect[page, 0, slot], expect[page, 1, slot] = k_new[i], v_new[i]
+        else:
+            expect[page, 0, :, slot], expect[page, 1, :, slot] = k_new[i], v_new[i]
+    assert torch.equal(cache, expect)  # the new slots, and nothing else
+
+
+def test_append_past_the_pages_writes_nothing():
+    from ember.ops.decode import append_paged_kv_cache
+
+    cache, indptr, indices, last = make_cache([5], page_size=16, kv_heads=2, head_dim=128)
+    before = cache.clone()
+    new = torch.randn(1, 2, 128, device="cuda").to(DT)
+    append_paged_kv_cache(
+        new,
+        new,
+        torch.tensor([0], dtype=torch.int32, device="cuda"),
+        torch.tensor([16], dtype=torch.int32, device="cuda"),
+        cache,
+        indices.cuda(),
+        indptr.cuda(),
+        last.cuda(),
+    )
+    assert torch.equal(cache, before)

@@ -1,0 +1,37 @@
+// Appending tokens to a paged KV cache: what the binding (paged.cc) and the kernel unit
+// (paged.cu) share. Framework-free (R3.1).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ember/decode.h"
+
+namespace ember {
+namespace paged {
+
+struct AppendParams {
+  const void* k_new;  // [nnz, kv_heads, head_dim]
+  const void* v_new;
+  int64_t k_new_stride_t, k_new_stride_h;
+  int64_t v_new_stride_t, v_new_stride_h;
+  decode::CacheView k, v;
+  const int32_t* batch_indices;  // [nnz]
+  const int32_t* positions;      // [nnz]
+  const int32_t* indptr;         // [batch + 1]
+  const int32_t* indices;
+  int64_t nnz;
+  int batch;
+  int kv_heads;
+  int head_dim;
+  int page_size;
+  int elem_bytes;
+  int device;
+};
+
+// Copies each new token's K and V rows into its page slot (ember/paged.cuh).
+cudaError_t run_append(const AppendParams& p, cudaStream_t stream);
+
+}  // namespace paged
+}  // namespace ember
