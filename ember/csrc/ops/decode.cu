@@ -1,20 +1,33 @@
 // Decode kernels for one specialization, chosen at compile time (ember/ops/decode.py):
 // -DEMBER_DECODE_QTYPE, -DEMBER_DECODE_KVTYPE (C++ storage types), -DEMBER_DECODE_HEAD_DIM,
 // -DEMBER_DECODE_GROUP. No tvm-ffi headers (the binding decode.cc is its own unit).
-#include "ember/decode.cuh"
+#include <type_traits>
+
+#include "ember/decode_tc.cuh"
 
 #if !defined(EMBER_DECODE_QTYPE) || !defined(EMBER_DECODE_KVTYPE) || \
     !defined(EMBER_DECODE_HEAD_DIM) || !defined(EMBER_DECODE_GROUP)
-#error \
-    "compile with -DEMBER_DECODE_QTYPE -DEMBER_DECODE_KVTYPE -DEMBER_DECODE_HEAD_DIM -DEMBER_DECODE_GROUP"
+#error "compile with -DEMBER_DECODE_{QTYPE,KVTYPE,HEAD_DIM,GROUP}"
+#endif
+
+#ifndef EMBER_DECODE_TC
+#define EMBER_DECODE_TC 1  // NOTE: 0 forces the CUDA-core kernel (A/B probes)
 #endif
 
 namespace ember {
 namespace decode {
 
 cudaError_t run(const Params& p, cudaStream_t stream) {
-  return launch<EMBER_DECODE_QTYPE, EMBER_DECODE_KVTYPE, EMBER_DECODE_HEAD_DIM, EMBER_DECODE_GROUP>(
-      p, stream);
+  using Q = EMBER_DECODE_QTYPE;
+  using KV = EMBER_DECODE_KVTYPE;
+  constexpr int D = EMBER_DECODE_HEAD_DIM;
+  constexpr int G = EMBER_DECODE_GROUP;
+  // Tensor cores for 16-bit K/V with head_dim 64 or 128; CUDA cores otherwise (fp8 KV, 256).
+  if constexpr (EMBER_DECODE_TC && std::is_same_v<Q, KV> && (D == 64 || D == 128)) {
+    return tc::launch<Q, D, G>(p, stream);
+  } else {
+    return launch<Q, KV, D, G>(p, stream);
+  }
 }
 
 }  // namespace decode

@@ -1,0 +1,320 @@
+// Batch decode with tensor cores (mma.sync m16n8k16, bf16/fp16 K and V; head_dim 64 or 128).
+// Framework-free (R3.1, R3.2).
+//
+// One CTA per (work unit, kv head), 4 warps. K and V stream through shared memory in tiles of
+// kTile tokens with cp.async (kStages deep, rows gathered through the page table, zero-filled
+// past the unit's end). Each warp owns 16 tokens of a tile: S = Q K^T for the 16-row query block
+// (the G heads of the group, zero rows after them), an online softmax per row in the log2
+// domain, then O += P V with P taken straight from the S accumulators. Shared-memory rows are
+// swizzled (16-byte chunk c of row r lives at chunk c ^ (r % 8)) so that ldmatrix is
+// conflict-free. The 4 warps' (max, sum, O) are combined through shared memory at the end, and
+// written as in decode.cuh (direct output, or an fp32 partial for the merge).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "ember/decode.cuh"
+
+namespace ember {
+namespace decode {
+namespace tc {
+
+constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
+constexpr int kStages = 3;
+
+template <int D>
+struct Smem {
+  static constexpr int kRowBytes = D * 2;
+  static constexpr int kChunks = kRowBytes / 16;        // 16-byte chunks per row
+  static constexpr int kTileBytes = kTile * kRowBytes;  // one K (or V) tile
+  static constexpr int kStageBytes = 2 * kTileBytes;    // K and V
+  static constexpr int kQBytes = 16 * kRowBytes;        // the 16-row query block
+  static constexpr int kPipeBytes = kStages * kStageBytes;
+  static constexpr int kCombineBytes = kWarps * 16 * D * 4 + 2 * kWarps * 16 * 4;
+  static constexpr int kBytes = kQBytes + (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes);
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Byte offset of chunk `c` of row `r` in a swizzled tile.
+template <int D>
+__device__ __forceinline__ int swz(int r, int c) {
+  return r * Smem<D>::kRowBytes + ((c ^ (r & 7)) << 4);
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;  // 0: zero-fill
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two fp32 values as one register of two 16-bit T (low half first).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  const T a = from_float<T>(lo), b = from_float<T>(hi);
+  return static_cast<uint32_t>(a.bits) | (static_cast<uint32_t>(b.bits) << 16);
+}
+
+template <typename T, int D, int G>
+__global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
+  using S = Smem<D>;
+  constexpr int kNT = D / 8;   // n-tiles of O
+  constexpr int kKS = D / 16;  // k-steps of Q K^T
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* q_smem = smem;
+  unsigned char* pipe = smem + S::kQBytes;
+  const int unit = blockIdx.x;
+  const int kv_head = blockIdx.y;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  pdl_wait();
+  const int32_t* w = p.work + static_cast<int64_t>(unit) * kWorkFields;
+  const int req = w[kRequest];
+  if (req < 0) return;
+  const int kv_start = w[kKvStart];
+  const int kv_end = w[kKvEnd];
+  const int slot = w[kSlot];
+  const int32_t* pages = p.indices + p.indptr[req];
+  const T* kb = static_cast<const T*>(p.k.base) + kv_head * p.k.head_stride;
+  const T* vb = static_cast<const T*>(p.v.base) + kv_head * p.v.head_stride;
+
+  // Query block: rows 0..G-1 are the group's heads, the rest zero.
+  for (int i = tid; i < 16 * S::kChunks; i += kWarps * 32) {
+    const int r = i / S::kChunks, c = i % S::kChunks;
+    const T* src = static_cast<const T*>(p.q) + req * p.q_stride_b +
+                   (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
+    cp_async16(smem_u32(q_smem + swz<D>(r, c)), src, r < G);
+  }
+  const int n_tiles = (kv_end - kv_start + kTile - 1) / kTile;
+  auto load_tile = [&](int tile, int stage) {
+    unsigned char* ks = pipe + stage * S::kStageBytes;
+    unsigned char* vs = ks + S::kTileBytes;
+    for (int i = tid; i < kTile * S::kChunks; i += kWarps * 32) {
+      const int r = i / S::kChunks, c = i % S::kChunks;
+      const int t = kv_start + tile * kTile + r;
+      const bool valid = t < kv_end;
+      const int tt = valid ? t : kv_start;
+      const int64_t page = pages[tt / p.page_size];
+      const int s = tt % p.page_size;
+      cp_async16(smem_u32(ks + swz<D>(r, c)),
+                 kb + page * p.k.page_stride + s * p.k.slot_stride + c * 8, valid);
+      cp_async16(smem_u32(vs + swz<D>(r, c)),
+                 vb + page * p.v.page_stride + s * p.v.slot_stride + c * 8, valid);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_tiles) load_tile(s, s);
+    cp_commit();  // NOTE: the first group also carries the query block
+  }
+
+  const float scale = p.soft_cap > 0.f ? p.sm_scale : p.sm_scale * kLog2e;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.f, 0.f};
+  float o[kNT][4];
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  uint32_t qa[kKS][4];
+  bool q_loaded = false;
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int pf = tile + kStages - 1;
+    if (pf < n_tiles) load_tile(pf, pf % kStages);
+    cp_commit();
+    cp_wait<kStages - 1>();
+    __syncthreads();
+    if (!q_loaded) {
+#pragma unroll
+      for (int k = 0; k < kKS; ++k) {
+        const int r = lane % 16, c = 2 * k + lane / 16;
+        ldsm_x4(smem_u32(q_smem + swz<D>(r, c)), qa[k]);
+      }
+      q_loaded = true;
+    }
+    const unsigned char* ks = pipe + (tile % kStages) * S::kStageBytes;
+    const unsigned char* vs = ks + S::kTileBytes;
+    const int row0 = warp * 16;  // this warp's 16 tokens in the tile
+    // S = Q K^T: two n-tiles of 8 tokens.
+    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int k = 0; k < kKS; ++k) {
+      uint32_t b[4];
+      const int r = row0 + (lane / 16) * 8 + lane % 8;
+      const int c = 2 * k + (lane / 8) % 2;
+      ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
+      mma<T>(sc[0], qa[k], b[0], b[1]);
+      mma<T>(sc[1], qa[k], b[2], b[3]);
+    }
+    // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
+    const int tok0 = kv_start + tile * kTile + row0 + (lane % 4) * 2;
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float x = sc[n][j] * scale * p.k_scale;
+        if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap) * kLog2e;
+        const int t = tok0 + n * 8 + (j & 1);
+        x = t < kv_end ? x : -INFINITY;
+        sc[n][j] = x;
+        mx[j / 2] = fmaxf(mx[j / 2], x);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      corr[h] = mx[h] == -INFINITY ? 1.f : exp2f(m[h] - mx[h]);
+      m[h] = mx[h];
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float e = m[j / 2] == -INFINITY ? 0.f : exp2f(sc[n][j] - m[j / 2]);
+        sc[n][j] = e;
+        rs[j / 2] += e;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 1);
+      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);
+      l[h] = l[h] * corr[h] + rs[h];
+    }
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+    // O += P V: P (16 x 16 tokens) from the S accumulators.
+    uint32_t pa[4];
+    pa[0] = pack2<T>(sc[0][0], sc[0][1]);
+    pa[1] = pack2<T>(sc[0][2], sc[0][3]);
+    pa[2] = pack2<T>(sc[1][0], sc[1][1]);
+    pa[3] = pack2<T>(sc[1][2], sc[1][3]);
+#pragma unroll
+    for (int n = 0; n < kNT; n += 2) {
+      uint32_t b[4];
+      const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
+      const int c = n + lane / 16;  // chunk = 8 columns of d
+      ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
+      mma<T>(o[n], pa, b[0], b[1]);
+      mma<T>(o[n + 1], pa, b[2], b[3]);
+    }
+    __syncthreads();  // the stage is refilled next iteration
+  }
+  cp_wait<0>();
+  pdl_launch_dependents();
+
+  // Combine the warps. Row r of this thread: lane / 4 (+ 8).
+  __syncthreads();
+  float* so = reinterpret_cast<float*>(pipe);  // [warps][16][D]
+  float* sm = so + kWarps * 16 * D;            // [warps][16]
+  float* sl = sm + kWarps * 16;                // [warps][16]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = lane / 4 + 8 * h;
+    if (lane % 4 == 0) {
+      sm[warp * 16 + r] = m[h];
+      sl[warp * 16 + r] = l[h];
+    }
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      const int d = n * 8 + (lane % 4) * 2;
+      so[(warp * 16 + r) * D + d] = o[n][2 * h];
+      so[(warp * 16 + r) * D + d + 1] = o[n][2 * h + 1];
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < G * D; idx += kWarps * 32) {
+    const int g = idx / D;
+    const int d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) mx = fmaxf(mx, sm[k * 16 + g]);
+    float sum = 0.f, acc = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) {
+        const float c = exp2f(sm[k * 16 + g] - mx);
+        sum += sl[k * 16 + g] * c;
+        acc += so[(k * 16 + g) * D + d] * c;
+      }
+    }
+    const float out = sum > 0.f ? acc * p.v_scale / sum : 0.f;
+    const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
+    const int h = kv_head * G + g;
+    if (slot < 0) {
+      T* orow = static_cast<T*>(p.out) + req * p.o_stride_b + h * p.o_stride_h;
+      orow[d] = from_float<T>(out);
+      if (d == 0 && p.lse != nullptr) p.lse[static_cast<int64_t>(req) * p.qo_heads + h] = lse;
+    } else {
+      p.partial_o[(static_cast<int64_t>(slot) * p.qo_heads + h) * D + d] = out;
+      if (d == 0) p.partial_lse[static_cast<int64_t>(slot) * p.qo_heads + h] = lse;
+    }
+  }
+}
+
+template <typename T, int D, int G>
+cudaError_t launch(const Params& p, cudaStream_t stream) {
+  if (p.grid > 0) {
+    const dim3 grid(static_cast<unsigned>(p.grid), static_cast<unsigned>(p.kv_heads));
+    const cudaError_t err = launch_kernel<decode_tc_kernel<T, D, G>>(
+        grid, dim3(kWarps * 32), Smem<D>::kBytes, stream, p.pdl, p.device, p);
+    if (err != cudaSuccess) return err;
+  }
+  if (p.merge_rows > 0) {
+    const dim3 grid(static_cast<unsigned>(p.merge_rows), static_cast<unsigned>(p.qo_heads));
+    return launch_kernel<merge_kernel<T, D>>(grid, dim3(D), 0, stream, p.pdl, p.device, p);
+  }
+  return cudaSuccess;
+}
+
+}  // namespace tc
+}  // namespace decode
+}  // namespace ember
