@@ -38,6 +38,7 @@ __all__ = [
     "kv_lengths",
     "plan_batch_decode",
     "planner_spec",
+    "single_decode",
 ]
 
 LAYOUTS = ("NHD", "HND")
@@ -658,3 +659,67 @@ def append_paged_kv_cache(  # noqa: PLR0917 (FlashInfer's signature, kept for en
         kv_indptr,
         layout == "HND",
     )
+
+
+def single_decode(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    layout: str = "NHD",
+    sm_scale: float | None = None,
+    logits_soft_cap: float = 0.0,
+    window_left: int = -1,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    return_lse: bool = False,
+) -> Any:
+    """Decode attention for one request over contiguous K and V (a convenience, not for graphs).
+
+    ``q`` is ``[num_qo_heads, head_dim]``; ``k``/``v`` are ``[tokens, kv_heads, head_dim]``
+    (``NHD``) or ``[kv_heads, tokens, head_dim]`` (``HND``). The cache is viewed as one page of
+    ``tokens`` slots and planned and run like a batch of one, so the results are those of
+    :func:`batch_decode`; the plan and a small workspace are made per call.
+    """
+    torch = _torch()
+    fn = "ember.single_decode"
+    if layout not in LAYOUTS:
+        raise ValueError(f"{fn}: `layout` must be one of {LAYOUTS}, got {layout!r}")
+    if q.dim() != 2:
+        raise ValueError(f"{fn}: `q` must be [num_qo_heads, head_dim], got {list(q.shape)}")
+    if k.dim() != 3 or k.shape != v.shape:
+        raise ValueError(
+            f"{fn}: `k` and `v` must be 3-D of one shape, got {list(k.shape)} and {list(v.shape)}"
+        )
+    tokens, kv_heads = (k.shape[0], k.shape[1]) if layout == "NHD" else (k.shape[1], k.shape[0])
+    if tokens < 1:
+        raise ValueError(f"{fn}: `k` must hold at least one token, got {list(k.shape)}")
+    hq, dim = q.shape
+    i32 = torch.int32
+    indptr = torch.tensor([0, 1], dtype=i32)
+    last = torch.tensor([tokens], dtype=i32)
+    ws = DecodeWorkspace(q.device, max_batch=1, num_qo_heads=hq, head_dim=dim)
+    plan = plan_batch_decode(
+        indptr.to(q.device),
+        torch.zeros(1, dtype=i32, device=q.device),
+        last.to(q.device),
+        num_qo_heads=hq,
+        num_kv_heads=kv_heads,
+        head_dim=dim,
+        page_size=tokens,
+        workspace=ws,
+        q_dtype=q.dtype,
+        kv_dtype=k.dtype,
+        layout=layout,
+        sm_scale=sm_scale,
+        logits_soft_cap=logits_soft_cap,
+        window_left=window_left,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        host_indptr=indptr,
+        host_last_page_len=last,
+    )
+    res = batch_decode(q[None], (k[None], v[None]), plan, return_lse=return_lse)
+    if return_lse:
+        return res[0][0], res[1][0]
+    return res[0]
