@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The H200 run for the decode family (issue 4): cold compiles, GPU tests, plan host time, harness
+# tables against both FlashInfer decode paths. Device tool, `.whl` carried; output under $OUT.
+# Name the commit the rows should record (the device's copy of the checkout has a stale .git):
+#   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_decode.sh
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "== cold compile (fresh caches)"
+python3 - <<'PY' 2>&1 | tee $OUT/compile.txt
+import time, torch
+from ember.jit import build_and_load
+from ember.ops.decode import decode_spec, planner_spec
+t = time.perf_counter(); build_and_load(planner_spec()); print(f"ember planner (host): {time.perf_counter()-t:.2f} s")
+t = time.perf_counter(); build_and_load(decode_spec("bf16", "bf16", 128, 4)); print(f"ember cold compile decode_bf16_bf16_d128_g4: {time.perf_counter()-t:.2f} s")
+import flashinfer
+for tc in (False, True):
+    buf = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
+    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(buf, "NHD", use_tensor_cores=tc)
+    ip = torch.tensor([0, 4], dtype=torch.int32); last = torch.tensor([16], dtype=torch.int32)
+    idx = torch.arange(4, dtype=torch.int32, device="cuda")
+    cache = torch.randn(4, 2, 16, 8, 128, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    t = time.perf_counter(); w.plan(ip, idx, last, 32, 8, 128, 16, q_data_type=torch.bfloat16); w.run(q, cache); torch.cuda.synchronize()
+    print(f"flashinfer cold decode (use_tensor_cores={tc}, plan + first run): {time.perf_counter()-t:.2f} s")
+PY
+echo "== decode tests"
+timeout 300 python3 -m pytest -q tests/ops/test_decode.py -p no:cacheprovider 2>&1 | tail -15 | tee $OUT/tests.txt
+echo "== plan host time"
+python3 tools/decode_plan_time.py 2>&1 | tee $OUT/plan.txt
+B="python3 -m ember.bench decode --backends ember,flashinfer --out $OUT/bench.jsonl -q"
+$B --shapes 64x4096x32x8x128x16,256x1024x64x8x128x16,128x2048x32x4x128x16 > $OUT/t_uniform.md 2>&1; tail -8 $OUT/t_uniform.md
+$B --shapes 64x4096x32x8x128x16 --lengths pareto > $OUT/t_skewed.md 2>&1; tail -4 $OUT/t_skewed.md
+$B --shapes 4x32768x32x8x128x16,32x4096x32x8x128x1 > $OUT/t_small_page1.md 2>&1; tail -6 $OUT/t_small_page1.md
+$B --shapes 64x4096x32x8x128x16 --kv-dtype e4m3 > $OUT/t_fp8.md 2>&1; tail -4 $OUT/t_fp8.md
+echo "== the rest of the suite"
+timeout 300 python3 -m pytest -q tests -p no:cacheprovider --ignore=tests/ops/test_decode.py 2>&1 | tail -4 | tee -a $OUT/tests.txt
