@@ -82,7 +82,8 @@ def main() -> None:
             f"(min {m.stats.min_us:.2f})"
         )
     print(
-        f"ember / best FlashInfer plan: {res['ember'].stats.median_us / best_fi:.3f}x (target <= 0.25)"
+        f"ember / best FlashInfer plan: {res['ember'].stats.median_us / best_fi:.3f}x "
+        "(target <= 0.25)"
     )
 
 
