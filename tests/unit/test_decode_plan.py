@@ -290,3 +290,14 @@ def test_bad_workspace_raises(kw, pattern) -> None:
     opts.update(kw)
     with pytest.raises(ValueError, match=pattern):
         DecodeWorkspace("cpu", **opts)
+
+
+def test_validated_options_are_cached_without_letting_a_bad_value_through() -> None:
+    indptr, indices, last = _args()
+    _plan(indptr, indices, last)  # valid: cached
+    with pytest.raises(ValueError, match=r"page_size` must be an int >= 1, got 16.0"):
+        _plan(indptr, indices, last, page_size=16.0)
+    with pytest.raises(ValueError, match=r"sm_scale` must be finite and > 0, got -1.0"):
+        _plan(indptr, indices, last, sm_scale=-1.0)
+    with pytest.raises(ValueError, match=r"page_size` must be an int >= 1"):
+        _plan(indptr, indices, last, page_size=[16])  # unhashable: still a clear error

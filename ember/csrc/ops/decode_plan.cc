@@ -19,7 +19,8 @@ tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan(TensorView indptr, TensorView la
                                                 TensorView work, TensorView merge_indptr,
                                                 int64_t page_size, int64_t kv_heads,
                                                 int64_t window_left, int64_t target_ctas,
-                                                int64_t min_chunk, int64_t max_partials) {
+                                                int64_t min_chunk, int64_t max_partials,
+                                                int64_t num_indices) {
   constexpr const char* fn = "plan_batch_decode";
   const DLDataType i32{kDLInt, 32, 1};
   for (auto [name, t] : {std::pair<const char*, TensorView>{"kv_indptr", indptr},
@@ -92,6 +93,10 @@ tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan(TensorView indptr, TensorView la
       TVM_FFI_THROW(ValueError) << fn << ": the plan needs " << r.bad_index
                                 << " partial-result slots but the workspace holds " << max_partials
                                 << "; create the workspace with a larger `max_work`";
+  }
+  if (a.batch > 0 && a.indptr[a.batch] > num_indices) {
+    TVM_FFI_THROW(ValueError) << fn << ": `kv_indptr[-1]` = " << a.indptr[a.batch]
+                              << " pages but `kv_indices` has " << num_indices;
   }
   return tvm::ffi::Tuple<int64_t, int64_t, int64_t>(r.n_work, r.chunk, r.n_partials);
 }
