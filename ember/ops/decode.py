@@ -35,6 +35,8 @@ __all__ = [
     "DecodePlan",
     "DecodeWorkspace",
     "kv_lengths",
+    "merge_state",
+    "merge_states",
     "plan_batch_decode",
     "planner_spec",
     "single_decode",
@@ -109,10 +111,10 @@ def decode_spec(q_dtype: str, kv_dtype: str, head_dim: int, group: int) -> Kerne
 
 
 def paged_spec() -> KernelSpec:
-    """The paged-cache append module (one for every dtype: rows are copied as bytes)."""
+    """The attention-utility module: paged-cache append and state merge (every dtype)."""
     ops = CSRC_DIR / "ops"
     return KernelSpec(
-        uri="paged_append", sources=(ops / "paged.cc", ops / "paged.cu"), archs=("sm80+",)
+        uri="attention_util", sources=(ops / "paged.cc", ops / "paged.cu"), archs=("sm80+",)
     )
 
 
@@ -737,3 +739,38 @@ def single_decode(
     if return_lse:
         return res[0][0], res[1][0]
     return res[0]
+
+
+def merge_states(v: Any, s: Any, *, out: Any = None, out_lse: Any = None) -> tuple[Any, Any]:
+    """Combine attention partial results by their log-sum-exp.
+
+    ``v[r, i, h]`` is state ``i``'s attention output and ``s[r, i, h]`` the natural log of its
+    sum of exponentiated logits (what ``batch_decode(..., return_lse=True)`` returns). The result
+    is what attending over the union of the states' keys gives: ``(v_merged [rows, heads, dim],
+    s_merged [rows, heads])``.
+
+    Parameters
+    ----------
+    v:
+        ``[rows, states, heads, dim]``, fp32/fp16/bf16, last dimension contiguous.
+    s:
+        ``[rows, states, heads]`` fp32.
+    out, out_lse:
+        Optional outputs (``[rows, heads, dim]`` in ``v``'s dtype; ``[rows, heads]`` fp32).
+    """
+    torch = _torch()
+    if out is None:
+        out = torch.empty(v.shape[0], v.shape[2], v.shape[3], dtype=v.dtype, device=v.device)
+    if out_lse is None:
+        out_lse = torch.empty(s.shape[0], s.shape[-1], dtype=torch.float32, device=s.device)
+    _paged().merge_states(v, s, out, out_lse)
+    return out, out_lse
+
+
+def merge_state(v_a: Any, s_a: Any, v_b: Any, s_b: Any) -> tuple[Any, Any]:
+    """Combine two attention states (``[rows, heads, dim]`` and ``[rows, heads]`` each).
+
+    The same as :func:`merge_states` over the pair.
+    """
+    torch = _torch()
+    return merge_states(torch.stack((v_a, v_b), dim=1), torch.stack((s_a, s_b), dim=1))

@@ -247,3 +247,44 @@ def test_append_layout_is_checked_in_python() -> None:
         decode.append_paged_kv_cache(
             *list(append_args().values())[:4], None, None, None, layout="X"
         )
+
+
+@pytest.mark.parametrize(
+    ("args", "err", "pattern"),
+    [
+        (
+            (torch.zeros(2, 3, 4, 8, dtype=torch.int32), torch.zeros(2, 3, 4)),
+            TypeError,
+            r"`v` must be float32, float16 or bfloat16, got int32",
+        ),
+        (
+            (torch.zeros(2, 3, 4, 8), torch.zeros(2, 3, 5)),
+            ValueError,
+            r"`s` must be \[2, 3, 4\] \(from `v` \[2, 3, 4, 8\]\), got \[2, 3, 5\]",
+        ),
+        (
+            (torch.zeros(2, 3, 4, 8), torch.zeros(2, 3, 4, dtype=torch.float16)),
+            TypeError,
+            r"`s` must have dtype float32, got float16",
+        ),
+        (
+            (torch.zeros(2, 0, 4, 8), torch.zeros(2, 0, 4)),
+            ValueError,
+            r"`v` must hold at least one state",
+        ),
+        (
+            (torch.zeros(2, 3, 4, 8), torch.zeros(2, 3, 4)),
+            ValueError,
+            r"`v` must be on a CUDA device, got cpu",
+        ),
+    ],
+)
+def test_merge_states_bad_inputs_raise(args: tuple, err: type, pattern: str) -> None:
+    with pytest.raises(err, match=pattern):
+        decode.merge_states(*args)
+
+
+def test_merge_states_bad_output_shape_raises() -> None:
+    v, s = torch.zeros(2, 3, 4, 8), torch.zeros(2, 3, 4)
+    with pytest.raises(ValueError, match=r"`v_out` must be \[2, 4, 8\], got \[2, 4, 9\]"):
+        decode.merge_states(v, s, out=torch.zeros(2, 4, 9))

@@ -272,3 +272,35 @@ def test_fp8_kv_matches_reference():
         v_scale=2.0,
     )
     torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_merge_states_matches_the_math(dtype):
+    from ember.ops.decode import merge_states
+
+    v = torch.randn(5, 3, 4, 128, device="cuda").to(dtype)
+    s = torch.randn(5, 3, 4, device="cuda") * 4
+    s[0, :, 0] = float("-inf")  # a row with no keys at all
+    s[1, 1, :] = float("-inf")  # one empty state
+    out = torch.full((5, 4, 128), float("nan"), device="cuda", dtype=dtype)
+    got, lse = merge_states(v, s, out=out)
+    want_lse = torch.logsumexp(s.double(), dim=1)
+    w = torch.nan_to_num(torch.exp(s.double() - want_lse[:, None]), nan=0.0)
+    want = (w[..., None] * v.double()).sum(1)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
+    torch.testing.assert_close(lse.double(), want_lse, rtol=1e-5, atol=1e-5)
+
+
+def test_merge_state_of_two_halves_equals_attention_over_both():
+    from ember.ops.decode import merge_state, single_decode
+
+    k = torch.randn(2000, 4, 128, device="cuda").to(DT)
+    v = torch.randn(2000, 4, 128, device="cuda").to(DT)
+    q = torch.randn(16, 128, device="cuda").to(DT)
+    oa, sa = single_decode(q, k[:700], v[:700], return_lse=True)
+    ob, sb = single_decode(q, k[700:], v[700:], return_lse=True)
+    o, s = merge_state(oa[None].float(), sa[None], ob[None].float(), sb[None])
+    full, full_lse = single_decode(q, k, v, return_lse=True)
+    torch.testing.assert_close(o[0], full.float(), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(s[0], full_lse, rtol=1e-4, atol=1e-4)

@@ -1,5 +1,5 @@
-// Paged KV-cache append binding: validate, launch on the caller's stream, export (R3.3).
-// One module for every dtype (rows are copied as bytes); the dtype only has to match the cache.
+// Attention utilities binding: the paged KV-cache append and the merge of attention states;
+// validate, launch on the caller's stream, export (R3.3). One module for every dtype.
 #include "ember/paged.h"
 
 #include <tvm/ffi/container/tensor.h>
@@ -108,6 +108,74 @@ void append(TensorView k_new, TensorView v_new, TensorView batch_indices, Tensor
   }
 }
 
+void merge_states(TensorView v, TensorView s, TensorView v_out, TensorView s_out) {
+  constexpr const char* fn = "ember.merge_states";
+  b::expect_ndim(fn, "v", v, 4);
+  b::expect_ndim(fn, "s", s, 3);
+  const DLDataType dt = v.dtype();
+  int code = -1;
+  if (dt.code == kDLFloat && dt.bits == 32) code = 0;
+  if (dt.code == kDLFloat && dt.bits == 16) code = 1;
+  if (dt.code == kDLBfloat && dt.bits == 16) code = 2;
+  if (code < 0 || dt.lanes != 1) {
+    TVM_FFI_THROW(TypeError) << fn << ": `v` must be float32, float16 or bfloat16, got "
+                             << b::dtype_str(dt);
+  }
+  const DLDataType f32{kDLFloat, 32, 1};
+  b::expect_dtype(fn, "s", s, f32);
+  b::expect_dtype(fn, "v_out", v_out, dt);
+  b::expect_dtype(fn, "s_out", s_out, f32);
+  const int64_t rows = v.shape()[0], states = v.shape()[1], heads = v.shape()[2];
+  const int64_t dim = v.shape()[3];
+  if (s.shape()[0] != rows || s.shape()[1] != states || s.shape()[2] != heads) {
+    TVM_FFI_THROW(ValueError) << fn << ": `s` must be [" << rows << ", " << states << ", " << heads
+                              << "] (from `v` " << b::shape_str(v) << "), got " << b::shape_str(s);
+  }
+  if (v_out.ndim() != 3 || v_out.shape()[0] != rows || v_out.shape()[1] != heads ||
+      v_out.shape()[2] != dim) {
+    TVM_FFI_THROW(ValueError) << fn << ": `v_out` must be [" << rows << ", " << heads << ", " << dim
+                              << "], got " << b::shape_str(v_out);
+  }
+  if (s_out.ndim() != 2 || s_out.shape()[0] != rows || s_out.shape()[1] != heads) {
+    TVM_FFI_THROW(ValueError) << fn << ": `s_out` must be [" << rows << ", " << heads << "], got "
+                              << b::shape_str(s_out);
+  }
+  b::expect_contiguous(fn, "s_out", s_out);
+  if (states < 1) TVM_FFI_THROW(ValueError) << fn << ": `v` must hold at least one state";
+  if (v.stride(3) != 1 || v_out.stride(2) != 1 || s.stride(2) != 1) {
+    TVM_FFI_THROW(ValueError) << fn << ": the last dimension of `v`, `v_out` and `s` must be "
+                              << "contiguous (stride 1)";
+  }
+  b::expect_device(fn, "v", v, kDLCUDA, "a CUDA device");
+  b::expect_same_device(fn, "s", s, "v", v);
+  b::expect_same_device(fn, "v_out", v_out, "v", v);
+  b::expect_same_device(fn, "s_out", s_out, "v", v);
+  ember::paged::MergeParams p{};
+  p.v = v.data_ptr();
+  p.s = static_cast<const float*>(s.data_ptr());
+  p.v_out = v_out.data_ptr();
+  p.s_out = static_cast<float*>(s_out.data_ptr());
+  p.v_stride_row = v.stride(0);
+  p.v_stride_state = v.stride(1);
+  p.v_stride_head = v.stride(2);
+  p.s_stride_row = s.stride(0);
+  p.s_stride_state = s.stride(1);
+  p.o_stride_row = v_out.stride(0);
+  p.o_stride_head = v_out.stride(1);
+  p.rows = rows;
+  p.states = static_cast<int>(states);
+  p.heads = static_cast<int>(heads);
+  p.dim = static_cast<int>(dim);
+  p.device = v.device().device_id;
+  ember::DeviceScope scope(p.device);
+  auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(v.device().device_type, p.device));
+  const cudaError_t err = ember::paged::run_merge_states(p, code, stream);
+  if (err != cudaSuccess) {
+    TVM_FFI_THROW(RuntimeError) << fn << ": kernel launch failed: " << cudaGetErrorString(err);
+  }
+}
+
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(append, append);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(merge_states, merge_states);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "ember/dtype.cuh"
 #include "ember/launch.cuh"
 #include "ember/paged.h"
 
@@ -55,6 +56,43 @@ __global__ void __launch_bounds__(128) append_kernel(AppendParams p) {
     copy_row(ks, kd, row, lane, 32);
     copy_row(vs, vd, row, lane, 32);
   }
+}
+
+// Merge attention states: for each (row, head), out = sum_i w_i v_i and lse = log sum_i e^{s_i}
+// with w_i = e^{s_i - lse} (natural-log LSEs; an all -inf row gives 0 and -inf).
+template <typename T>
+__global__ void __launch_bounds__(128) merge_states_kernel(MergeParams p) {
+  const int64_t row = blockIdx.x;
+  const int h = blockIdx.y;
+  const float* s = p.s + row * p.s_stride_row + h;
+  float mx = -INFINITY;
+  for (int i = 0; i < p.states; ++i) mx = fmaxf(mx, s[i * p.s_stride_state]);
+  float sum = 0.f;
+  if (mx != -INFINITY) {
+    for (int i = 0; i < p.states; ++i) sum += __expf(s[i * p.s_stride_state] - mx);
+  }
+  const T* v = static_cast<const T*>(p.v) + row * p.v_stride_row + h * p.v_stride_head;
+  T* out = static_cast<T*>(p.v_out) + row * p.o_stride_row + h * p.o_stride_head;
+  for (int d = threadIdx.x; d < p.dim; d += blockDim.x) {
+    float acc = 0.f;
+    if (mx != -INFINITY) {
+      for (int i = 0; i < p.states; ++i) {
+        acc += __expf(s[i * p.s_stride_state] - mx) * to_float(v[i * p.v_stride_state + d]);
+      }
+    }
+    out[d] = from_float<T>(sum > 0.f ? acc / sum : 0.f);
+  }
+  if (threadIdx.x == 0) {
+    p.s_out[row * p.heads + h] = sum > 0.f ? mx + logf(sum) : -INFINITY;
+  }
+}
+
+template <typename T>
+cudaError_t merge_states(const MergeParams& p, cudaStream_t stream) {
+  if (p.rows == 0 || p.heads == 0) return cudaSuccess;
+  return launch_kernel<merge_states_kernel<T>>(
+      dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.heads)), dim3(128), 0, stream,
+      false, p.device, p);
 }
 
 inline cudaError_t append(const AppendParams& p, cudaStream_t stream) {

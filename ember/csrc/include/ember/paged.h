@@ -30,6 +30,25 @@ struct AppendParams {
   int device;
 };
 
+struct MergeParams {
+  const void* v;   // [rows, states, heads, dim] (dim contiguous)
+  const float* s;  // [rows, states, heads]
+  void* v_out;     // [rows, heads, dim]
+  float* s_out;    // [rows, heads], contiguous
+  int64_t v_stride_row, v_stride_state, v_stride_head;
+  int64_t s_stride_row, s_stride_state;
+  int64_t o_stride_row, o_stride_head;
+  int64_t rows;
+  int states;
+  int heads;
+  int dim;
+  int device;
+};
+
+// Combines attention states by their log-sum-exp (ember/paged.cuh); dtype: 0 fp32, 1 fp16,
+// 2 bf16.
+cudaError_t run_merge_states(const MergeParams& p, int dtype, cudaStream_t stream);
+
 // Copies each new token's K and V rows into its page slot (ember/paged.cuh).
 cudaError_t run_append(const AppendParams& p, cudaStream_t stream);
 
