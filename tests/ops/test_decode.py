@@ -240,17 +240,20 @@ def test_single_decode_matches_reference(layout):
     torch.testing.assert_close(lse, want_lse[0], rtol=1e-3, atol=1e-3)
 
 
-def test_fp8_kv_matches_reference():
-    cache, indptr, indices, last = make_cache([700, 3000], page_size=16, kv_heads=8, head_dim=128)
+@pytest.mark.parametrize("head_dim", [64, 128, 256])  # tensor cores, and CUDA cores at 256
+def test_fp8_kv_matches_reference(head_dim):
+    cache, indptr, indices, last = make_cache(
+        [700, 3000], page_size=16, kv_heads=8, head_dim=head_dim
+    )
     cache8 = cache.to(torch.float8_e4m3fn)
-    ws = DecodeWorkspace("cuda", max_batch=2, num_qo_heads=32, head_dim=128)
+    ws = DecodeWorkspace("cuda", max_batch=2, num_qo_heads=32, head_dim=head_dim)
     plan = plan_batch_decode(
         indptr.cuda(),
         indices.cuda(),
         last.cuda(),
         num_qo_heads=32,
         num_kv_heads=8,
-        head_dim=128,
+        head_dim=head_dim,
         page_size=16,
         workspace=ws,
         kv_dtype="e4m3",
@@ -259,7 +262,7 @@ def test_fp8_kv_matches_reference():
         host_indptr=indptr,
         host_last_page_len=last,
     )
-    q = torch.randn(2, 32, 128, device="cuda").to(DT)
+    q = torch.randn(2, 32, head_dim, device="cuda").to(DT)
     out = batch_decode(q, cache8, plan)
     want, _ = batch_decode_ref(
         q,

@@ -22,9 +22,10 @@ cudaError_t run(const Params& p, cudaStream_t stream) {
   using KV = EMBER_DECODE_KVTYPE;
   constexpr int D = EMBER_DECODE_HEAD_DIM;
   constexpr int G = EMBER_DECODE_GROUP;
-  // Tensor cores for 16-bit K/V with head_dim 64 or 128; CUDA cores otherwise (fp8 KV, 256).
-  if constexpr (EMBER_DECODE_TC && std::is_same_v<Q, KV> && (D == 64 || D == 128)) {
-    return tc::launch<Q, D, G>(p, stream);
+  // Tensor cores at head_dim 64 or 128 (fp8 K/V converted to q's type in shared memory);
+  // CUDA cores at 256.
+  if constexpr (EMBER_DECODE_TC && (D == 64 || D == 128)) {
+    return tc::launch<Q, KV, D, G>(p, stream);
   } else {
     return launch<Q, KV, D, G>(p, stream);
   }

@@ -25,16 +25,23 @@ namespace tc {
 constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 constexpr int kStages = 3;
 
-template <int D>
+// KVB: bytes per K/V element (2, or 1 for fp8, which is staged raw and converted to 16-bit
+// tiles before the MMAs).
+template <int D, int KVB = 2>
 struct Smem {
-  static constexpr int kRowBytes = D * 2;
-  static constexpr int kChunks = kRowBytes / 16;        // 16-byte chunks per row
-  static constexpr int kTileBytes = kTile * kRowBytes;  // one K (or V) tile
-  static constexpr int kStageBytes = 2 * kTileBytes;    // K and V
+  static constexpr int kRowBytes = D * 2;               // a 16-bit row (Q, K/V as used)
+  static constexpr int kChunks = kRowBytes / 16;        // 16-byte chunks per 16-bit row
+  static constexpr int kTileBytes = kTile * kRowBytes;  // one 16-bit K (or V) tile
+  static constexpr int kKvRowBytes = D * KVB;           // a row as stored in the cache
+  static constexpr int kKvChunks = kKvRowBytes / 16;
+  static constexpr int kKvTileBytes = kTile * kKvRowBytes;
+  static constexpr int kStageBytes = 2 * kKvTileBytes;  // K and V
   static constexpr int kQBytes = 16 * kRowBytes;        // the 16-row query block
+  static constexpr int kConvBytes = KVB == 1 ? 2 * kTileBytes : 0;
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kCombineBytes = kWarps * 16 * D * 4 + 2 * kWarps * 16 * 4;
-  static constexpr int kBytes = kQBytes + (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes);
+  static constexpr int kBytes =
+      kQBytes + kConvBytes + (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes);
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -94,14 +101,33 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return static_cast<uint32_t>(a.bits) | (static_cast<uint32_t>(b.bits) << 16);
 }
 
-template <typename T, int D, int G>
+// Two e4m3 values (low byte first) as one register of two 16-bit T.
+template <typename T>
+__device__ __forceinline__ uint32_t fp8x2_to(uint16_t v) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(v));
+  if constexpr (std::is_same_v<T, half>) {
+    return h2;
+  } else {
+    float lo, hi;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(static_cast<uint16_t>(h2 & 0xffffu)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(static_cast<uint16_t>(h2 >> 16)));
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+}
+
+template <typename T, typename TKV, int D, int G>
 __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
-  using S = Smem<D>;
+  constexpr bool kFp8 = sizeof(TKV) == 1;
+  using S = Smem<D, sizeof(TKV)>;
   constexpr int kNT = D / 8;   // n-tiles of O
   constexpr int kKS = D / 16;  // k-steps of Q K^T
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* q_smem = smem;
-  unsigned char* pipe = smem + S::kQBytes;
+  unsigned char* conv = smem + S::kQBytes;  // fp8 only: the stage's tiles as 16-bit
+  unsigned char* pipe = conv + S::kConvBytes;
   const int unit = blockIdx.x;
   const int kv_head = blockIdx.y;
   const int tid = threadIdx.x;
@@ -115,8 +141,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
   const int kv_end = w[kKvEnd];
   const int slot = w[kSlot];
   const int32_t* pages = p.indices + p.indptr[req];
-  const T* kb = static_cast<const T*>(p.k.base) + kv_head * p.k.head_stride;
-  const T* vb = static_cast<const T*>(p.v.base) + kv_head * p.v.head_stride;
+  const TKV* kb = static_cast<const TKV*>(p.k.base) + kv_head * p.k.head_stride;
+  const TKV* vb = static_cast<const TKV*>(p.v.base) + kv_head * p.v.head_stride;
+  constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(TKV));
 
   // Query block: rows 0..G-1 are the group's heads, the rest zero.
   for (int i = tid; i < 16 * S::kChunks; i += kWarps * 32) {
@@ -126,20 +153,28 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
     cp_async16(smem_u32(q_smem + swz<D>(r, c)), src, r < G);
   }
   const int n_tiles = (kv_end - kv_start + kTile - 1) / kTile;
+  // 16-bit rows land swizzled, ready for ldmatrix; fp8 rows land plain and are converted.
+  auto kv_off = [](int r, int c) {
+    if constexpr (kFp8) {
+      return r * S::kKvRowBytes + c * 16;
+    } else {
+      return swz<D>(r, c);
+    }
+  };
   auto load_tile = [&](int tile, int stage) {
     unsigned char* ks = pipe + stage * S::kStageBytes;
-    unsigned char* vs = ks + S::kTileBytes;
-    for (int i = tid; i < kTile * S::kChunks; i += kWarps * 32) {
-      const int r = i / S::kChunks, c = i % S::kChunks;
+    unsigned char* vs = ks + S::kKvTileBytes;
+    for (int i = tid; i < kTile * S::kKvChunks; i += kWarps * 32) {
+      const int r = i / S::kKvChunks, c = i % S::kKvChunks;
       const int t = kv_start + tile * kTile + r;
       const bool valid = t < kv_end;
       const int tt = valid ? t : kv_start;
       const int64_t page = pages[tt / p.page_size];
       const int s = tt % p.page_size;
-      cp_async16(smem_u32(ks + swz<D>(r, c)),
-                 kb + page * p.k.page_stride + s * p.k.slot_stride + c * 8, valid);
-      cp_async16(smem_u32(vs + swz<D>(r, c)),
-                 vb + page * p.v.page_stride + s * p.v.slot_stride + c * 8, valid);
+      cp_async16(smem_u32(ks + kv_off(r, c)),
+                 kb + page * p.k.page_stride + s * p.k.slot_stride + c * kElemsPerChunk, valid);
+      cp_async16(smem_u32(vs + kv_off(r, c)),
+                 vb + page * p.v.page_stride + s * p.v.slot_stride + c * kElemsPerChunk, valid);
     }
   };
 #pragma unroll
@@ -172,7 +207,30 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
       q_loaded = true;
     }
     const unsigned char* ks = pipe + (tile % kStages) * S::kStageBytes;
-    const unsigned char* vs = ks + S::kTileBytes;
+    const unsigned char* vs = ks + S::kKvTileBytes;
+    if constexpr (kFp8) {
+      // 16 e4m3 values -> two swizzled 16-byte chunks of T (scales are applied in fp32 later).
+      for (int i = tid; i < 2 * kTile * S::kKvChunks; i += kWarps * 32) {
+        const int which = i / (kTile * S::kKvChunks);
+        const int rc = i % (kTile * S::kKvChunks);
+        const int r = rc / S::kKvChunks, c = rc % S::kKvChunks;
+        const uint4 raw =
+            *reinterpret_cast<const uint4*>((which ? vs : ks) + r * S::kKvRowBytes + c * 16);
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+        uint32_t o[8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          o[2 * j] = fp8x2_to<T>(static_cast<uint16_t>(w[j] & 0xffffu));
+          o[2 * j + 1] = fp8x2_to<T>(static_cast<uint16_t>(w[j] >> 16));
+        }
+        unsigned char* dst = conv + which * S::kTileBytes;
+        *reinterpret_cast<uint4*>(dst + swz<D>(r, 2 * c)) = make_uint4(o[0], o[1], o[2], o[3]);
+        *reinterpret_cast<uint4*>(dst + swz<D>(r, 2 * c + 1)) = make_uint4(o[4], o[5], o[6], o[7]);
+      }
+      __syncthreads();
+      ks = conv;
+      vs = conv + S::kTileBytes;
+    }
     const int row0 = warp * 16;  // this warp's 16 tokens in the tile
     // S = Q K^T: two n-tiles of 8 tokens.
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -300,12 +358,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
   }
 }
 
-template <typename T, int D, int G>
+template <typename T, typename TKV, int D, int G>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   if (p.grid > 0) {
     const dim3 grid(static_cast<unsigned>(p.grid), static_cast<unsigned>(p.kv_heads));
-    const cudaError_t err = launch_kernel<decode_tc_kernel<T, D, G>>(
-        grid, dim3(kWarps * 32), Smem<D>::kBytes, stream, p.pdl, p.device, p);
+    const cudaError_t err = launch_kernel<decode_tc_kernel<T, TKV, D, G>>(
+        grid, dim3(kWarps * 32), Smem<D, sizeof(TKV)>::kBytes, stream, p.pdl, p.device, p);
     if (err != cudaSuccess) return err;
   }
   if (p.merge_rows > 0) {
