@@ -71,3 +71,25 @@ def test_flashinfer_rows_say_why_they_are_skipped(no_peers: None) -> None:  # no
     assert [r.label for r in rows] == ["flashinfer[cuda_cores]", "flashinfer[tensor_cores]"]
     assert all(r.status.startswith("skipped: flashinfer is not importable") for r in rows)
     assert "--shapes 2x32x4x2x64x16 --dtypes bf16 --kv-dtype same --lengths uniform" in rows[0].cmd
+
+
+def test_append_case_reference_writes_each_token_to_its_slot() -> None:
+    torch = pytest.importorskip("torch")
+    from ember.bench.routines.decode import _append_case
+
+    args = argparse.Namespace(layout="NHD")
+    case = _append_case(argparse.Namespace(device="cpu"), (2, 20, 2, 64, 16), "bf16", args)  # type: ignore[arg-type]
+    assert case.nbytes == 2 * 2 * 40 * 2 * 64 * 2 + 4 * 2 * 40
+    i = case.make_inputs()
+    (cache,) = case.reference(i)
+    assert torch.count_nonzero(i["cache"]) == 0  # the reference works on a copy
+    # token 17 of request 1: page indices[indptr[1] + 1], slot 1
+    page = int(i["indices"][int(i["indptr"][1]) + 1])
+    assert torch.equal(cache[page, 0, 1], i["k"][20 + 17])
+    assert torch.equal(cache[page, 1, 1], i["v"][20 + 17])
+    assert int(torch.count_nonzero(cache.abs().sum(-1).sum(-1))) == 2 * 40  # K and V rows
+
+
+def test_append_routine_is_registered() -> None:
+    r = routines.get_routine("append_kv")
+    assert r.backends == {"ember": ("default",), "flashinfer": ("default",)}

@@ -31,9 +31,10 @@ from ember.bench.routines import Work, expand_backends, routine
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
 
-__all__ = ["decode", "decode_lengths", "parse_decode_shape"]
+__all__ = ["append_kv", "decode", "decode_lengths", "parse_decode_shape"]
 
-DECODE = "decode"
+DECODE, APPEND = "decode", "append_kv"
+_APPEND_BACKENDS = {"ember": ("default",), "flashinfer": ("default",)}
 _BACKENDS = {"ember": ("default",), "flashinfer": ("cuda_cores", "tensor_cores")}
 _KV_BYTES = {"same": None, "e4m3": 1}
 
@@ -260,6 +261,174 @@ def decode(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
             for backend, variant in pairs:
                 try:
                     impl = _BUILDERS[backend](tuple(shape), variant, args)
+                except Exception as exc:
+                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
+                yield case, impl
+
+
+# --- append_kv ------------------------------------------------------------------------------
+
+
+def _append_arguments(p: argparse.ArgumentParser) -> None:
+    default = "256x1x8x128x16,8x512x8x128x16"
+
+    def shapes(text: str) -> list[tuple[int, ...]]:
+        out: list[tuple[int, ...]] = []
+        for item in text.split(","):
+            parts = item.strip().lower().split("x")
+            try:
+                shape = tuple(int(v) for v in parts)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"append shape {item!r}: integers") from None
+            if len(shape) != 5 or min(shape) < 1:
+                raise argparse.ArgumentTypeError(
+                    f"append shape {item!r}: expected 5 positive integers BxNxHKxDxP"
+                )
+            out.append(shape)
+        return out
+
+    p.add_argument(
+        "--shapes",
+        type=shapes,
+        default=shapes(default),
+        help=f"BxNxHKxDxP: requests x new tokens each x kv heads x head_dim x page "
+        f"size, comma-separated (default {default})",
+    )
+    p.add_argument(
+        "--dtypes",
+        type=lambda t: [parse_dtype(s) for s in t.split(",")],
+        default=["bf16"],
+        help="cache dtype: bf16 or fp16 (default bf16)",
+    )
+    p.add_argument("--layout", choices=("NHD", "HND"), default="NHD", help="default NHD")
+
+
+def _append_case(
+    ctx: BenchContext, shape: tuple[int, ...], dtype: str, args: argparse.Namespace
+) -> Case:
+    batch, new, hk, dim, page = shape
+    pages_each = (new + page - 1) // page
+    total_pages = batch * pages_each
+    nnz = batch * new
+    e = itemsize(dtype)
+    layout = args.layout
+    device = ctx.device
+
+    def make_inputs() -> Inputs:
+        torch = _torch()
+        td = getattr(torch, {"bf16": "bfloat16", "fp16": "float16"}[dtype])
+        kv_shape = (
+            (total_pages, 2, page, hk, dim) if layout == "NHD" else (total_pages, 2, hk, page, dim)
+        )
+        i32 = torch.int32
+        return {
+            "k": torch.randn(nnz, hk, dim, device=device).to(td),
+            "v": torch.randn(nnz, hk, dim, device=device).to(td),
+            "batch_indices": torch.arange(batch, dtype=i32, device=device).repeat_interleave(new),
+            "positions": torch.arange(new, dtype=i32, device=device).repeat(batch),
+            "cache": torch.zeros(kv_shape, device=device, dtype=td),
+            "indices": torch.randperm(total_pages, device="cpu").to(i32).to(device),
+            "indptr": (torch.arange(batch + 1, dtype=i32) * pages_each).to(device),
+            "last": torch.full((batch,), new - (pages_each - 1) * page, dtype=i32, device=device),
+        }
+
+    def reference(i: Inputs) -> tuple[Any, ...]:
+        cache = i["cache"].clone()
+        ip = i["indptr"].tolist()
+        idx = i["indices"].tolist()
+        for t, (b, pos) in enumerate(
+            zip(i["batch_indices"].tolist(), i["positions"].tolist(), strict=True)
+        ):
+            pg, slot = idx[ip[b] + pos // page], pos % page
+            if layout == "NHD":
+                cache[pg, 0, slot], cache[pg, 1, slot] = i["k"][t], i["v"][t]
+            else:
+                cache[pg, 0, :, slot], cache[pg, 1, :, slot] = i["k"][t], i["v"][t]
+        return (cache,)
+
+    return Case(
+        routine=APPEND,
+        shape=shape,
+        dtype=dtype,
+        make_inputs=make_inputs,
+        reference=reference,
+        outputs=lambda i, result: (i["cache"],),
+        nbytes=2 * 2 * nnz * hk * dim * e + 4 * 2 * nnz,
+        params={"layout": layout},
+        cli=("--shapes", format_shape(shape), "--dtypes", dtype, "--layout", layout),
+        reference_source="python scatter (exact)",
+        tolerance=(0.0, 0.0),
+    )
+
+
+def _append_ember(variant: str, args: argparse.Namespace) -> Impl | Skip:
+    import ember
+    from ember.ops import decode as dec
+
+    def prepare(i: Inputs) -> Callable[[], Any]:
+        return functools.partial(
+            dec.append_paged_kv_cache,
+            i["k"],
+            i["v"],
+            i["batch_indices"],
+            i["positions"],
+            i["cache"],
+            i["indices"],
+            i["indptr"],
+            i["last"],
+            layout=args.layout,
+        )
+
+    return Impl("ember", variant, prepare, ember.__version__)
+
+
+def _append_flashinfer(variant: str, args: argparse.Namespace) -> Impl | Skip:
+    try:
+        fi = importlib.import_module("flashinfer")
+    except Exception as exc:
+        return Skip("flashinfer", variant, f"flashinfer is not importable ({exc})")
+    fn = getattr(fi, "append_paged_kv_cache", None)
+    if fn is None:
+        return Skip("flashinfer", variant, "no flashinfer.append_paged_kv_cache")
+
+    def prepare(i: Inputs) -> Callable[[], Any]:
+        return functools.partial(
+            fn,
+            i["k"],
+            i["v"],
+            i["batch_indices"],
+            i["positions"],
+            i["cache"],
+            i["indices"],
+            i["indptr"],
+            i["last"],
+            kv_layout=args.layout,
+        )
+
+    return Impl("flashinfer", variant, prepare, getattr(fi, "__version__", ""))
+
+
+_APPEND_BUILDERS: dict[str, Callable[..., Impl | Skip]] = {
+    "ember": _append_ember,
+    "flashinfer": _append_flashinfer,
+}
+
+
+@routine(
+    APPEND,
+    help="write new tokens' K and V into a paged KV cache",
+    backends=_APPEND_BACKENDS,
+    arguments=_append_arguments,
+)
+def append_kv(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
+    """Every selected backend at every shape and dtype."""
+    pairs = expand_backends(args.backends, _APPEND_BACKENDS)
+    for shape in args.shapes:
+        for dtype in args.dtypes:
+            case = _append_case(ctx, tuple(shape), dtype, args)
+            for backend, variant in pairs:
+                try:
+                    impl = _APPEND_BUILDERS[backend](variant, args)
                 except Exception as exc:
                     impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
                 yield case, impl
