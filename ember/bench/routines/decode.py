@@ -22,7 +22,7 @@ import functools
 import importlib
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ember.bench.case import Case, Impl, Inputs, Skip, format_shape, itemsize, parse_dtype
@@ -246,6 +246,25 @@ def _flashinfer(shape: tuple[int, ...], variant: str, args: argparse.Namespace) 
 _BUILDERS: dict[str, Callable[..., Impl | Skip]] = {"ember": _ember, "flashinfer": _flashinfer}
 
 
+def _work(
+    ctx: BenchContext,
+    args: argparse.Namespace,
+    known: Mapping[str, Sequence[str]],
+    make_case: Callable[..., Case],
+    builders: dict[str, Callable[..., Impl | Skip]],
+) -> Iterator[Work]:
+    pairs = expand_backends(args.backends, known)
+    for shape in args.shapes:
+        for dtype in args.dtypes:
+            case = make_case(ctx, tuple(shape), dtype, args)
+            for backend, variant in pairs:
+                try:
+                    impl = builders[backend](tuple(shape), variant, args)
+                except Exception as exc:
+                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
+                yield case, impl
+
+
 @routine(
     DECODE,
     help="batch decode attention over a paged KV cache",
@@ -254,16 +273,7 @@ _BUILDERS: dict[str, Callable[..., Impl | Skip]] = {"ember": _ember, "flashinfer
 )
 def decode(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
     """Every selected backend at every shape and q dtype."""
-    pairs = expand_backends(args.backends, _BACKENDS)
-    for shape in args.shapes:
-        for dtype in args.dtypes:
-            case = _case(ctx, tuple(shape), dtype, args)
-            for backend, variant in pairs:
-                try:
-                    impl = _BUILDERS[backend](tuple(shape), variant, args)
-                except Exception as exc:
-                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
-                yield case, impl
+    return _work(ctx, args, _BACKENDS, _case, _BUILDERS)
 
 
 # --- append_kv ------------------------------------------------------------------------------
@@ -361,7 +371,7 @@ def _append_case(
     )
 
 
-def _append_ember(variant: str, args: argparse.Namespace) -> Impl | Skip:
+def _append_ember(shape: tuple[int, ...], variant: str, args: argparse.Namespace) -> Impl | Skip:
     import ember
     from ember.ops import decode as dec
 
@@ -382,7 +392,9 @@ def _append_ember(variant: str, args: argparse.Namespace) -> Impl | Skip:
     return Impl("ember", variant, prepare, ember.__version__)
 
 
-def _append_flashinfer(variant: str, args: argparse.Namespace) -> Impl | Skip:
+def _append_flashinfer(
+    shape: tuple[int, ...], variant: str, args: argparse.Namespace
+) -> Impl | Skip:
     try:
         fi = importlib.import_module("flashinfer")
     except Exception as exc:
@@ -422,13 +434,4 @@ _APPEND_BUILDERS: dict[str, Callable[..., Impl | Skip]] = {
 )
 def append_kv(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
     """Every selected backend at every shape and dtype."""
-    pairs = expand_backends(args.backends, _APPEND_BACKENDS)
-    for shape in args.shapes:
-        for dtype in args.dtypes:
-            case = _append_case(ctx, tuple(shape), dtype, args)
-            for backend, variant in pairs:
-                try:
-                    impl = _APPEND_BUILDERS[backend](variant, args)
-                except Exception as exc:
-                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
-                yield case, impl
+    return _work(ctx, args, _APPEND_BACKENDS, _append_case, _APPEND_BUILDERS)

@@ -54,6 +54,21 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Element d of query head h's result: into the output (and LSE) when the unit is its request's
+// only one (slot < 0), else into the unit's fp32 partial slot for the merge.
+template <typename TQ, int D>
+__device__ __forceinline__ void write_result(const Params& p, int req, int slot, int h, int d,
+                                             float o, float lse) {
+  if (slot < 0) {
+    TQ* orow = static_cast<TQ*>(p.out) + req * p.o_stride_b + h * p.o_stride_h;
+    orow[d] = from_float<TQ>(o);
+    if (d == 0 && p.lse != nullptr) p.lse[static_cast<int64_t>(req) * p.qo_heads + h] = lse;
+  } else {
+    p.partial_o[(static_cast<int64_t>(slot) * p.qo_heads + h) * D + d] = o;
+    if (d == 0) p.partial_lse[static_cast<int64_t>(slot) * p.qo_heads + h] = lse;
+  }
+}
+
 template <typename TQ, typename TKV, int D, int G>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(Params p) {
   constexpr int E = D / 32;
@@ -146,15 +161,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(Params p) {
     }
     o = sum > 0.f ? o / sum : 0.f;
     const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
-    const int h = kv_head * G + g;
-    if (slot < 0) {
-      TQ* orow = static_cast<TQ*>(p.out) + req * p.o_stride_b + h * p.o_stride_h;
-      orow[d] = from_float<TQ>(o);
-      if (d == 0 && p.lse != nullptr) p.lse[static_cast<int64_t>(req) * p.qo_heads + h] = lse;
-    } else {
-      p.partial_o[(static_cast<int64_t>(slot) * p.qo_heads + h) * D + d] = o;
-      if (d == 0) p.partial_lse[static_cast<int64_t>(slot) * p.qo_heads + h] = lse;
-    }
+    write_result<TQ, D>(p, req, slot, kv_head * G + g, d, o, lse);
   }
 }
 
@@ -188,6 +195,14 @@ __global__ void __launch_bounds__(D) merge_kernel(Params p) {
   }
 }
 
+// The merge of split requests, after the decode kernel.
+template <typename TQ, int D>
+cudaError_t launch_merge(const Params& p, cudaStream_t stream) {
+  if (p.merge_rows == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(p.merge_rows), static_cast<unsigned>(p.qo_heads));
+  return launch_kernel<merge_kernel<TQ, D>>(grid, dim3(D), 0, stream, p.pdl, p.device, p);
+}
+
 template <typename TQ, typename TKV, int D, int G>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   if (p.grid > 0) {
@@ -196,11 +211,7 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
                                                                         stream, p.pdl, p.device, p);
     if (err != cudaSuccess) return err;
   }
-  if (p.merge_rows > 0) {
-    const dim3 grid(static_cast<unsigned>(p.merge_rows), static_cast<unsigned>(p.qo_heads));
-    return launch_kernel<merge_kernel<TQ, D>>(grid, dim3(D), 0, stream, p.pdl, p.device, p);
-  }
-  return cudaSuccess;
+  return launch_merge<TQ, D>(p, stream);
 }
 
 }  // namespace decode

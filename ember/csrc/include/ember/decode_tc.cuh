@@ -346,15 +346,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
     }
     const float out = sum > 0.f ? acc * p.v_scale / sum : 0.f;
     const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
-    const int h = kv_head * G + g;
-    if (slot < 0) {
-      T* orow = static_cast<T*>(p.out) + req * p.o_stride_b + h * p.o_stride_h;
-      orow[d] = from_float<T>(out);
-      if (d == 0 && p.lse != nullptr) p.lse[static_cast<int64_t>(req) * p.qo_heads + h] = lse;
-    } else {
-      p.partial_o[(static_cast<int64_t>(slot) * p.qo_heads + h) * D + d] = out;
-      if (d == 0) p.partial_lse[static_cast<int64_t>(slot) * p.qo_heads + h] = lse;
-    }
+    write_result<T, D>(p, req, slot, kv_head * G + g, d, out, lse);
   }
 }
 
@@ -366,11 +358,7 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
         grid, dim3(kWarps * 32), Smem<D, sizeof(TKV)>::kBytes, stream, p.pdl, p.device, p);
     if (err != cudaSuccess) return err;
   }
-  if (p.merge_rows > 0) {
-    const dim3 grid(static_cast<unsigned>(p.merge_rows), static_cast<unsigned>(p.qo_heads));
-    return launch_kernel<merge_kernel<T, D>>(grid, dim3(D), 0, stream, p.pdl, p.device, p);
-  }
-  return cudaSuccess;
+  return launch_merge<T, D>(p, stream);
 }
 
 }  // namespace tc
