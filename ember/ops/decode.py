@@ -560,8 +560,8 @@ def batch_decode(
     Parameters
     ----------
     q:
-        ``[batch, num_qo_heads, head_dim]`` in the plan's ``q_dtype``; rows may be strided, the
-        last dimension contiguous.
+        ``[batch, num_qo_heads, head_dim]`` in the plan's ``q_dtype``; rows may be strided (the
+        start and every stride but the last 16-byte aligned), the last dimension contiguous.
     kv_cache:
         ``[pages, 2, page_size, kv_heads, head_dim]`` (``NHD``) or ``[pages, 2, kv_heads,
         page_size, head_dim]`` (``HND``) in ``kv_dtype``, or a ``(k, v)`` pair of the per-K/V

@@ -157,6 +157,11 @@ def call(**changes: Any) -> None:
             ValueError,
             r"`partial_lse` must have shape \[4, 8\], got \[3, 8\]",
         ),
+        (
+            dict(q=torch.zeros(B, HQ, D + 4, dtype=torch.bfloat16)[:, :, 4:]),
+            ValueError,
+            r"`q` must start 16-byte aligned with every stride but the last a multiple of 16",
+        ),
         (dict(k_scale=0.0), ValueError, r"k_scale and v_scale must be > 0"),
         (dict(), ValueError, r"`q` must be on a CUDA device, got cpu"),
     ],

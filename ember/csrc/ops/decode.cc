@@ -130,6 +130,19 @@ void run(TensorView q, TensorView k, TensorView v, TensorView kv_indptr, TensorV
                               << "logits_soft_cap >= 0, got " << sm_scale << ", " << k_scale << ", "
                               << v_scale << ", " << soft_cap;
   }
+  // The kernels move 16-byte chunks of q, K and V (cp.async): base addresses and every stride
+  // but the last must keep rows 16-byte aligned.
+  for (auto [name, t] :
+       {std::pair<const char*, TensorView>{"q", q}, {"out", out}, {"k_cache", k}, {"v_cache", v}}) {
+    const int64_t elem = (t.dtype().bits + 7) / 8;
+    bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+    for (int i = 0; i + 1 < t.ndim(); ++i) aligned = aligned && (t.stride(i) * elem) % 16 == 0;
+    if (!aligned) {
+      TVM_FFI_THROW(ValueError) << kFn << ": `" << name
+                                << "` must start 16-byte aligned with every stride but the last "
+                                << "a multiple of 16 bytes (rows of whole 16-byte chunks)";
+    }
+  }
   // NOTE: devices last, so every other check can be exercised with CPU tensors in CI.
   b::expect_device(kFn, "q", q, kDLCUDA, "a CUDA device");
   for (auto [name, t] : {std::pair<const char*, TensorView>{"out", out},

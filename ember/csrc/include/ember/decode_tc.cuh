@@ -350,12 +350,32 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
   }
 }
 
+// Opt-in shared memory per block on `device` (looked up once): the 16-bit d128 kernel needs
+// 100 KiB, more than sm_86/sm_89/sm_120 allow (99 KiB), where the CUDA-core kernel runs instead.
+inline int max_smem_optin(int device) {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return 0;
+  if (cached[device] == 0) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      v = -1;
+    }
+    cached[device] = v;
+  }
+  return cached[device];
+}
+
 template <typename T, typename TKV, int D, int G>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
+  constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
+  if (max_smem_optin(p.device) < kSmem) return decode::launch<T, TKV, D, G>(p, stream);
   if (p.grid > 0) {
     const dim3 grid(static_cast<unsigned>(p.grid), static_cast<unsigned>(p.kv_heads));
     const cudaError_t err = launch_kernel<decode_tc_kernel<T, TKV, D, G>>(
-        grid, dim3(kWarps * 32), Smem<D, sizeof(TKV)>::kBytes, stream, p.pdl, p.device, p);
+        grid, dim3(kWarps * 32), kSmem, stream, p.pdl, p.device, p);
     if (err != cudaSuccess) return err;
   }
   return launch_merge<T, D>(p, stream);
