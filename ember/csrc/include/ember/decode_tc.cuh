@@ -39,7 +39,10 @@ struct Smem {
   static constexpr int kQBytes = 16 * kRowBytes;        // the 16-row query block
   static constexpr int kConvBytes = KVB == 1 ? 2 * kTileBytes : 0;
   static constexpr int kPipeBytes = kStages * kStageBytes;
-  static constexpr int kCombineBytes = kWarps * 16 * D * 4 + 2 * kWarps * 16 * 4;
+  // NOTE: combine rows padded by 8 floats and written as float2: each half-warp's 16 stores then
+  // cover 16 distinct bank pairs (unpadded D-float rows put a warp's stores on 4 banks, 8-way).
+  static constexpr int kOStride = D + 8;
+  static constexpr int kCombineBytes = kWarps * 16 * kOStride * 4 + 2 * kWarps * 16 * 4;
   static constexpr int kBytes =
       kQBytes + kConvBytes + (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes);
 };
@@ -311,8 +314,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
 
   // Combine the warps. Row r of this thread: lane / 4 (+ 8).
   __syncthreads();
-  float* so = reinterpret_cast<float*>(pipe);  // [warps][16][D]
-  float* sm = so + kWarps * 16 * D;            // [warps][16]
+  float* so = reinterpret_cast<float*>(pipe);  // [warps][16][kOStride]
+  float* sm = so + kWarps * 16 * S::kOStride;  // [warps][16]
   float* sl = sm + kWarps * 16;                // [warps][16]
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -324,8 +327,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
       const int d = n * 8 + (lane % 4) * 2;
-      so[(warp * 16 + r) * D + d] = o[n][2 * h];
-      so[(warp * 16 + r) * D + d + 1] = o[n][2 * h + 1];
+      *reinterpret_cast<float2*>(so + (warp * 16 + r) * S::kOStride + d) =
+          make_float2(o[n][2 * h], o[n][2 * h + 1]);
     }
   }
   __syncthreads();
@@ -341,7 +344,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
       for (int k = 0; k < kWarps; ++k) {
         const float c = exp2f(sm[k * 16 + g] - mx);
         sum += sl[k * 16 + g] * c;
-        acc += so[(k * 16 + g) * D + d] * c;
+        acc += so[(k * 16 + g) * S::kOStride + d] * c;
       }
     }
     const float out = sum > 0.f ? acc * p.v_scale / sum : 0.f;
