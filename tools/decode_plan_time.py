@@ -17,6 +17,7 @@ import torch
 from ember.bench.host import host_times_interleaved
 from ember.bench.routines.decode import decode_lengths
 from ember.ops.decode import DecodeWorkspace, plan_batch_decode
+from ember.testing import page_table
 
 
 def main() -> None:
@@ -30,15 +31,8 @@ def main() -> None:
     hq, hk = (int(x) for x in a.heads.split(","))
     dim, page = 128, a.page
     lengths = decode_lengths(a.batch, a.len, a.lengths)
-    pages = [(n + page - 1) // page for n in lengths]
-    ip = [0]
-    for p in pages:
-        ip.append(ip[-1] + p)
-    h_indptr = torch.tensor(ip, dtype=torch.int32)
-    h_last = torch.tensor(
-        [n - (p - 1) * page for n, p in zip(lengths, pages, strict=True)], dtype=torch.int32
-    )
-    indices = torch.randperm(ip[-1]).to(torch.int32).cuda()
+    h_indptr, h_last = page_table(lengths, page)
+    indices = torch.randperm(int(h_indptr[-1])).to(torch.int32).cuda()
     d_indptr, d_last = h_indptr.cuda(), h_last.cuda()
     ws = DecodeWorkspace("cuda", max_batch=a.batch, num_qo_heads=hq, head_dim=dim)
     fns = {

@@ -307,6 +307,18 @@ def _dtype_name(arg: str, dtype: Any, allowed: tuple[str, ...]) -> str:
     return str(name)
 
 
+def _check_indices(kv_indices: Any) -> None:
+    """``kv_indices`` is only counted here; its dtype is checked now when it is on the host (the
+    decode binding checks a device copy before launching)."""
+    if getattr(kv_indices, "device", None) is not None and kv_indices.device.type == "cpu":
+        _host_int32("kv_indices", kv_indices)
+    elif not hasattr(kv_indices, "shape"):
+        raise TypeError(
+            "plan_batch_decode: `kv_indices` must be a torch.Tensor, "
+            f"got {type(kv_indices).__name__}"
+        )
+
+
 def _host_int32(arg: str, t: Any, ndim: int = 1) -> Any:
     torch = _torch()
     if not isinstance(t, torch.Tensor):
@@ -476,7 +488,7 @@ def plan_batch_decode(
             f"{fn}: `kv_indptr` must have batch + 1 = {batch + 1} entries (batch from "
             f"`kv_last_page_len`), got {int(indptr.shape[0])}"
         )
-    _host_int32("kv_indices", kv_indices) if kv_indices.device.type == "cpu" else None
+    _check_indices(kv_indices)
     merge = workspace.host_merge[: batch + 1]
     if workspace.copied is not None:
         workspace.copied.synchronize()

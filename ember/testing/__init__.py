@@ -11,6 +11,7 @@ from ember.testing.capability import FEATURES, device_capability, requires
 from ember.testing.reference import (
     batch_decode_ref,
     fused_add_rmsnorm_ref,
+    page_table,
     rmsnorm_ref,
     tolerances,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "batch_decode_ref",
     "device_capability",
     "fused_add_rmsnorm_ref",
+    "page_table",
     "requires",
     "rmsnorm_ref",
     "tolerances",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["batch_decode_ref", "fused_add_rmsnorm_ref", "rmsnorm_ref", "tolerances"]
+__all__ = [
+    "batch_decode_ref",
+    "fused_add_rmsnorm_ref",
+    "page_table",
+    "rmsnorm_ref",
+    "tolerances",
+]
 
 # (rtol, atol) for comparing a kernel in `dtype` against an fp32 reference rounded to `dtype`:
 # about two units in the last place of the storage type.
@@ -34,6 +40,23 @@ def fused_add_rmsnorm_ref(x: Any, residual: Any, weight: Any, eps: float = 1e-6)
     """(new x, new residual): the sum is rounded to the residual's dtype, then normalised."""
     new_residual = (x.float() + residual.float()).to(residual.dtype)
     return rmsnorm_ref(new_residual, weight, eps), new_residual
+
+
+def page_table(lengths: Any, page_size: int) -> tuple[Any, Any]:
+    """``(kv_indptr, kv_last_page_len)`` (CPU int32) for requests of ``lengths`` tokens.
+
+    Request ``b`` owns ``ceil(lengths[b] / page_size)`` pages (none when empty, last-page length
+    0); pages are numbered in request order, so ``kv_indptr[-1]`` is the page count. Pair it with
+    any ``kv_indices`` of that many pages (shuffled, for tests and benchmarks).
+    """
+    import torch
+
+    indptr, last = [0], []
+    for n in lengths:
+        pages = (n + page_size - 1) // page_size
+        indptr.append(indptr[-1] + pages)
+        last.append(n - (pages - 1) * page_size if pages else 0)
+    return torch.tensor(indptr, dtype=torch.int32), torch.tensor(last, dtype=torch.int32)
 
 
 def batch_decode_ref(  # noqa: PLR0917 (mirrors the page-table convention)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from ember.ops.decode import DecodeWorkspace, batch_decode, plan_batch_decode
-from ember.testing import batch_decode_ref, requires
+from ember.testing import batch_decode_ref, page_table, requires
 
 pytestmark = requires(feature="decode")
 
@@ -20,26 +20,18 @@ DT = torch.bfloat16
 
 
 def make_cache(lengths, *, page_size, kv_heads, head_dim, layout="NHD", dtype=DT, seed=0):
-    rng = random.Random(seed)
-    pages = [0 if n == 0 else (n + page_size - 1) // page_size for n in lengths]
-    total = sum(pages) + 3  # spare pages that no request owns
+    indptr, last = page_table(lengths, page_size)
+    total = int(indptr[-1]) + 3  # spare pages that no request owns
     order = list(range(total))
-    rng.shuffle(order)
-    indptr = [0]
-    for p in pages:
-        indptr.append(indptr[-1] + p)
-    indices = torch.tensor(order[: indptr[-1]], dtype=torch.int32)
-    last = torch.tensor(
-        [0 if n == 0 else n - (p - 1) * page_size for n, p in zip(lengths, pages, strict=True)],
-        dtype=torch.int32,
-    )
+    random.Random(seed).shuffle(order)
+    indices = torch.tensor(order[: int(indptr[-1])], dtype=torch.int32)
     shape = (
         (total, 2, page_size, kv_heads, head_dim)
         if layout == "NHD"
         else (total, 2, kv_heads, page_size, head_dim)
     )
     cache = torch.randn(shape, device="cuda").to(dtype)
-    return cache, torch.tensor(indptr, dtype=torch.int32), indices, last
+    return cache, indptr, indices, last
 
 
 def run_case(
@@ -121,14 +113,7 @@ def test_graph_replay_with_changed_lengths():
     out = torch.empty_like(q)
 
     def plan_for(lengths):
-        pages = [(n + 15) // 16 for n in lengths]
-        ip = [0]
-        for p in pages:
-            ip.append(ip[-1] + p)
-        h_ip = torch.tensor(ip, dtype=torch.int32)
-        h_last = torch.tensor(
-            [n - (p - 1) * 16 for n, p in zip(lengths, pages, strict=True)], dtype=torch.int32
-        )
+        h_ip, h_last = page_table(lengths, 16)
         d_indptr.copy_(h_ip)
         d_last.copy_(h_last)
         return plan_batch_decode(

@@ -21,23 +21,15 @@ from ember.ops.decode import (  # noqa: E402
     kv_lengths,
     plan_batch_decode,
 )
+from ember.testing import page_table as make_page_table  # noqa: E402
 
 
-def page_table(lengths: list[int], page_size: int, *, shuffle: bool = True, seed: int = 0) -> tuple:
-    pages = [0 if n == 0 else (n + page_size - 1) // page_size for n in lengths]
-    indptr = [0]
-    for p in pages:
-        indptr.append(indptr[-1] + p)
-    order = list(range(indptr[-1]))
-    if shuffle:
-        random.Random(seed).shuffle(order)
-    last = [0 if n == 0 else n - (p - 1) * page_size for n, p in zip(lengths, pages, strict=True)]
-    i32 = torch.int32
-    return (
-        torch.tensor(indptr, dtype=i32),
-        torch.tensor(order, dtype=i32),
-        torch.tensor(last, dtype=i32),
-    )
+def page_table(lengths: list[int], page_size: int, *, seed: int = 0) -> tuple:
+    """(indptr, shuffled indices, last_page_len) for requests of ``lengths`` tokens."""
+    indptr, last = make_page_table(lengths, page_size)
+    order = list(range(int(indptr[-1])))
+    random.Random(seed).shuffle(order)
+    return indptr, torch.tensor(order, dtype=torch.int32), last
 
 
 def make_plan(

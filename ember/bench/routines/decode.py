@@ -25,8 +25,18 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ember.bench.case import Case, Impl, Inputs, Skip, format_shape, itemsize, parse_dtype
+from ember.bench.case import (
+    Case,
+    Impl,
+    Inputs,
+    Skip,
+    format_shape,
+    itemsize,
+    parse_dtype,
+    torch_dtype,
+)
 from ember.bench.routines import Work, expand_backends, routine
+from ember.testing.reference import page_table
 
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
@@ -104,32 +114,27 @@ def _torch() -> Any:
     return torch
 
 
+def _cache_shape(pages: int, page: int, hk: int, dim: int, layout: str) -> tuple[int, ...]:
+    """The combined K/V cache shape: ``[pages, 2, page, hk, dim]`` (NHD), else ``hk`` first."""
+    return (pages, 2, page, hk, dim) if layout == "NHD" else (pages, 2, hk, page, dim)
+
+
 def _case(ctx: BenchContext, shape: tuple[int, ...], dtype: str, args: argparse.Namespace) -> Case:
     batch, mean, hq, hk, dim, page = shape
     lengths = decode_lengths(batch, mean, args.lengths)
     fp8 = args.kv_dtype == "e4m3"
     e_q, e_kv = itemsize(dtype), 1 if fp8 else itemsize(dtype)
-    pages = [(n + page - 1) // page for n in lengths]
-    total_pages = sum(pages)
+    h_indptr, h_last = page_table(lengths, page)
+    total_pages = int(h_indptr[-1])
     device = ctx.device
     layout = args.layout
 
     def make_inputs() -> Inputs:
         torch = _torch()
-        td = getattr(torch, {"bf16": "bfloat16", "fp16": "float16"}[dtype])
-        kv_shape = (
-            (total_pages, 2, page, hk, dim) if layout == "NHD" else (total_pages, 2, hk, page, dim)
-        )
-        cache = torch.randn(kv_shape, device=device, dtype=torch.float32)
+        td = torch_dtype(dtype)
+        cache = torch.randn(_cache_shape(total_pages, page, hk, dim, layout), device=device)
         cache = cache.to(torch.float8_e4m3fn) if fp8 else cache.to(td)
         order = torch.randperm(total_pages, device="cpu").to(torch.int32)
-        indptr = [0]
-        for p in pages:
-            indptr.append(indptr[-1] + p)
-        h_indptr = torch.tensor(indptr, dtype=torch.int32)
-        h_last = torch.tensor(
-            [n - (p - 1) * page for n, p in zip(lengths, pages, strict=True)], dtype=torch.int32
-        )
         return {
             "q": torch.randn(batch, hq, dim, device=device).to(td),
             "cache": cache,
@@ -326,10 +331,8 @@ def _append_case(
 
     def make_inputs() -> Inputs:
         torch = _torch()
-        td = getattr(torch, {"bf16": "bfloat16", "fp16": "float16"}[dtype])
-        kv_shape = (
-            (total_pages, 2, page, hk, dim) if layout == "NHD" else (total_pages, 2, hk, page, dim)
-        )
+        td = torch_dtype(dtype)
+        kv_shape = _cache_shape(total_pages, page, hk, dim, layout)
         i32 = torch.int32
         return {
             "k": torch.randn(nnz, hk, dim, device=device).to(td),

@@ -54,6 +54,16 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// A CTA's row of the work table (decode_plan.h): request (-1: nothing to do), token range and
+// partial slot (-1: write the output directly).
+struct Unit {
+  int req, kv_start, kv_end, slot;
+};
+__device__ __forceinline__ Unit read_unit(const Params& p, int unit) {
+  const int32_t* w = p.work + static_cast<int64_t>(unit) * kWorkFields;
+  return {w[kRequest], w[kKvStart], w[kKvEnd], w[kSlot]};
+}
+
 // Element d of query head h's result: into the output (and LSE) when the unit is its request's
 // only one (slot < 0), else into the unit's fp32 partial slot for the merge.
 template <typename TQ, int D>
@@ -77,12 +87,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(Params p) {
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   pdl_wait();
-  const int32_t* w = p.work + static_cast<int64_t>(unit) * kWorkFields;
-  const int req = w[kRequest];
-  if (req < 0) return;
-  const int kv_start = w[kKvStart];
-  const int kv_end = w[kKvEnd];
-  const int slot = w[kSlot];
+  const Unit u = read_unit(p, unit);
+  if (u.req < 0) return;
+  const int req = u.req, kv_start = u.kv_start, kv_end = u.kv_end, slot = u.slot;
   const int32_t* pages = p.indices + p.indptr[req];
 
   // q for the G heads, scaled so that q.k is the logit in log2 units (or the raw scaled logit

@@ -137,12 +137,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
   const int warp = tid / 32;
   const int lane = tid % 32;
   pdl_wait();
-  const int32_t* w = p.work + static_cast<int64_t>(unit) * kWorkFields;
-  const int req = w[kRequest];
-  if (req < 0) return;
-  const int kv_start = w[kKvStart];
-  const int kv_end = w[kKvEnd];
-  const int slot = w[kSlot];
+  const Unit u = read_unit(p, unit);
+  if (u.req < 0) return;
+  const int req = u.req, kv_start = u.kv_start, kv_end = u.kv_end, slot = u.slot;
   const int32_t* pages = p.indices + p.indptr[req];
   const TKV* kb = static_cast<const TKV*>(p.k.base) + kv_head * p.k.head_stride;
   const TKV* vb = static_cast<const TKV*>(p.v.base) + kv_head * p.v.head_stride;
