@@ -26,7 +26,7 @@ for tc in (False, True):
     print(f"flashinfer cold decode (use_tensor_cores={tc}, plan + first run): {time.perf_counter()-t:.2f} s")
 PY
 echo "== decode tests"
-timeout 300 python3 -m pytest -q tests/ops/test_decode.py -p no:cacheprovider 2>&1 | tail -15 | tee $OUT/tests.txt
+timeout 300 python3 -m pytest -q tests/ops/test_decode.py -p no:cacheprovider > $OUT/tests_decode_full.txt 2>&1; tail -15 $OUT/tests_decode_full.txt | tee $OUT/tests.txt
 echo "== plan host time"
 python3 tools/decode_plan_time.py 2>&1 | tee $OUT/plan.txt
 B="python3 -m ember.bench decode --backends ember,flashinfer --out $OUT/bench.jsonl -q"
