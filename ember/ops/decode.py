@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -48,8 +49,12 @@ _OPTIONS: dict[tuple[Any, ...], tuple[str, str, float, float, float, float]] = {
 # NOTE: tokens below which a request is never split: a unit shorter than this spends more on
 # the merge than it gains in parallelism (to be tuned on the H200 with the kernels).
 MIN_CHUNK = 256
-# NOTE: resident decode CTAs per SM the planner fills; a property of the kernel, set with it.
+# NOTE: resident decode CTAs per SM the planner assumes without a GPU (the tensor-core kernel's
+# on H100/H200); on a GPU the decode module's occupancy query gives the real number.
 CTAS_PER_SM = 2
+# NOTE: work-table rows per SM a default workspace holds: plans past 4 CTAs per SM of work units
+# (~2 waves) gain nothing measurable, and the partial buffers stay small.
+WORK_PER_SM = 4
 
 
 def planner_spec() -> KernelSpec:
@@ -136,7 +141,7 @@ def _decode_module(q_dtype: str, kv_dtype: str, head_dim: int, group: int) -> An
     mod = _DECODE.get(key)
     if mod is None:
         torch = _torch()
-        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        if torch.cuda.is_available() and _capturing():
             raise RuntimeError(
                 "ember.batch_decode: module decode_{}_{}_d{}_g{} is not loaded yet and the stream "
                 "is capturing a CUDA graph; run once before capture (compiling inside a capture "
@@ -156,6 +161,10 @@ def _sm_count(device: Any) -> int:
     import torch
 
     return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
+def _capturing() -> bool:
+    return bool(_torch().cuda.is_current_stream_capturing())
 
 
 def _torch() -> Any:
@@ -191,8 +200,10 @@ class DecodeWorkspace:
     num_qo_heads, head_dim:
         Size the partial-result buffers of split requests.
     max_work:
-        Rows of the work table; default ``max(max_batch, SMs x CTAS_PER_SM)``, enough for any
-        plan of at most ``max_batch`` requests.
+        Rows of the work table (work units a plan may hold; split requests need one partial
+        slot per unit); default ``max(max_batch, 4 x SMs)``.
+    sm_count:
+        SMs the plans fill; default the device's (132 for a ``"cpu"`` workspace).
     graph:
         Launch grids sized to the workspace (CUDA-graph replay with changing plans).
     """
@@ -217,14 +228,18 @@ class DecodeWorkspace:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"DecodeWorkspace: `{name}` must be an int >= 1, got {value!r}")
         self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
         if sm_count is None:
             sm_count = 132 if self.device.type == "cpu" else _sm_count(self.device)
-        self.target_ctas = sm_count * CTAS_PER_SM
+        self.sm_count = sm_count
+        self.target_ctas = sm_count * CTAS_PER_SM  # until a kernel's occupancy is known
+        self._waves: dict[tuple[str, str, int, int], tuple[Any, int]] = {}
         if max_work is None:
-            max_work = max(max_batch, self.target_ctas)
-        if not isinstance(max_work, int) or max_work < max_batch:
+            max_work = max(max_batch, WORK_PER_SM * sm_count)
+        if not isinstance(max_work, int) or not max_batch <= max_work <= 65535:
             raise ValueError(
-                f"DecodeWorkspace: `max_work` must be an int >= max_batch ({max_batch}), "
+                f"DecodeWorkspace: `max_work` must be an int in [max_batch ({max_batch}), 65535], "
                 f"got {max_work!r}"
             )
         self.max_batch, self.max_work, self.graph = max_batch, max_work, graph
@@ -237,8 +252,9 @@ class DecodeWorkspace:
         self.host_work = self.host_tables[:n_work_ints].view(max_work, len(WORK_FIELDS))
         self.host_merge = self.host_tables[n_work_ints:]
         # NOTE: the previous plan's host-to-device copy must finish before the pinned tables are
-        # rewritten; an event recorded after the copies is waited on (free when it has finished).
-        self.copied: Any = None
+        # rewritten: the decode module's plan_upload waits on this event, then records it after
+        # the copy (an integer CUDA event handle, made by the first module that plans).
+        self.event = 0
         if self.device.type == "cpu":
             self.tables = self.host_tables
         else:
@@ -248,6 +264,22 @@ class DecodeWorkspace:
         f32 = torch.float32
         self.partial_o = torch.empty(max_work, num_qo_heads, head_dim, dtype=f32, device=device)
         self.partial_lse = torch.empty(max_work, num_qo_heads, dtype=f32, device=device)
+
+    def wave(self, q_dtype: str, kv_dtype: str, head_dim: int, group: int) -> tuple[Any, int]:
+        """The decode module for this specialization (None for a CPU workspace) and how many of
+        its CTAs run at once on the device (the planner's wave)."""
+        key = (q_dtype, kv_dtype, head_dim, group)
+        hit = self._waves.get(key)
+        if hit is None:
+            mod, n = None, CTAS_PER_SM
+            if self.device.type == "cuda":
+                mod = _decode_module(q_dtype, kv_dtype, head_dim, group)
+                n = int(mod.ctas_per_sm(self.device.index))
+                if not self.event:
+                    self.event = int(mod.create_event(self.device.index))
+                    weakref.finalize(self, mod.destroy_event, self.event)
+            hit = self._waves[key] = (mod, self.sm_count * n)
+        return hit
 
 
 class DecodePlan(NamedTuple):
@@ -447,6 +479,11 @@ def plan_batch_decode(
         raise TypeError(
             f"{fn}: `workspace` must be a DecodeWorkspace, got {type(workspace).__name__}"
         )
+    if workspace.graph and workspace.device.type == "cuda" and _capturing():
+        raise RuntimeError(
+            f"{fn}: planning while the stream captures a CUDA graph is refused: plan before "
+            "each replay, outside the capture (the graph reads the workspace's tables)"
+        )
     # NOTE: an engine plans with the same options every step: validated once, then a dict hit.
     # (the types too: 16.0 == 16 as a key, but only the int is a page size)
     key = (
@@ -490,28 +527,20 @@ def plan_batch_decode(
         )
     _check_indices(kv_indices)
     merge = workspace.host_merge[: batch + 1]
-    if workspace.copied is not None:
-        workspace.copied.synchronize()
-    n_work, chunk, n_partials = _planner().plan(
-        indptr,
-        last,
-        workspace.host_work,
-        merge,
-        page_size,
-        num_kv_heads,
-        window_left,
-        workspace.target_ctas,
-        MIN_CHUNK,
-        workspace.max_work,
-        kv_indices.shape[0],
-    )
-    if workspace.graph:  # requests past the batch merge nothing
-        workspace.host_merge[batch + 1 :] = workspace.host_merge[batch]
-    if workspace.tables is not workspace.host_tables:
-        workspace.tables.copy_(workspace.host_tables, non_blocking=True)
-        if workspace.copied is None:
-            workspace.copied = _torch().cuda.Event()
-        workspace.copied.record()
+    mod, wave = workspace.wave(qd, kd, head_dim, num_qo_heads // num_kv_heads)
+    if mod is not None:  # wait for the last upload, plan, upload, in one call
+        n_work, chunk, n_partials = mod.plan_upload(
+            indptr, last, workspace.host_work, merge, page_size, num_kv_heads, window_left, wave,
+            MIN_CHUNK, workspace.max_work, kv_indices.shape[0], workspace.host_tables,
+            workspace.tables, workspace.event, workspace.graph,
+        )  # fmt: skip
+    else:
+        n_work, chunk, n_partials = _planner().plan(
+            indptr, last, workspace.host_work, merge, page_size, num_kv_heads, window_left, wave,
+            MIN_CHUNK, workspace.max_work, kv_indices.shape[0],
+        )  # fmt: skip
+        if workspace.graph:  # requests past the batch merge nothing
+            workspace.host_merge[batch + 1 :] = workspace.host_merge[batch]
     return DecodePlan(
         batch=batch,
         num_qo_heads=num_qo_heads,

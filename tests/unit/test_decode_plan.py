@@ -100,6 +100,44 @@ def test_small_batch_is_split_to_fill_the_gpu_within_one_wave() -> None:
     check_cover(plan, lengths)
 
 
+def makespan(plan, kv_heads: int, slots: int) -> int:
+    """Tokens the busiest of ``slots`` CTA slots streams when the plan's CTAs (heads fastest)
+    start in order on the first free slot: what the hardware's block scheduler does."""
+    free = [0] * slots
+    for _, start, end, _ in plan.work_table():
+        for _ in range(kv_heads):
+            i = free.index(min(free))
+            free[i] += end - start + 64
+    return max(free)
+
+
+def test_quantised_uniform_batch_is_split_into_fuller_waves() -> None:
+    # 40 x 8 = 320 CTAs are 1.2 waves of 264: unsplit, the second wave runs almost empty.
+    lengths = [4096] * 40
+    plan = make_plan(lengths)
+    check_cover(plan, lengths)
+    assert plan.n_partials > 0
+    ideal = sum(lengths) * 8 / plan.workspace.target_ctas
+    assert makespan(plan, 8, plan.workspace.target_ctas) < 1.25 * ideal
+    assert 1.5 * ideal < 2 * 4096  # unsplit it would be 2 waves of 4096
+
+
+def test_skewed_large_batch_is_balanced_longest_first() -> None:
+    # The harness's Pareto batch: 64 x 8 heads already fill the GPU, but the longest requests
+    # alone outlast an SM's share, so they are cut and started first.
+    from ember.bench.routines.decode import decode_lengths
+
+    lengths = decode_lengths(64, 4096, "pareto")
+    plan = make_plan(lengths)
+    check_cover(plan, lengths)
+    slots = plan.workspace.target_ctas
+    ideal = sum(lengths) * 8 / slots
+    assert max(lengths) > 1.5 * ideal  # unsplit, the longest request sets the time
+    assert makespan(plan, 8, slots) < 1.2 * ideal
+    sizes = [e - s for _, s, e, _ in plan.work_table()]
+    assert sizes[0] == max(sizes) and sizes[0] >= sizes[-1]
+
+
 def test_skewed_lengths_split_only_the_long_requests() -> None:
     rng = random.Random(3)
     lengths = [min(32768, int(64 * rng.paretovariate(1.2))) for _ in range(16)] + [40000]
@@ -259,22 +297,36 @@ def test_workspace_mismatch_raises() -> None:
         _plan(indptr, indices, last, workspace=ws)
 
 
-def test_work_capacity_exceeded_raises() -> None:
+def test_small_work_table_limits_the_split() -> None:
     ws = DecodeWorkspace(
         "cpu", max_batch=4, num_qo_heads=32, head_dim=128, max_work=4, sm_count=132
     )
-    indptr, indices, last = page_table([32768] * 2, 16)
-    with pytest.raises(
-        ValueError, match=r"the plan needs \d+ work units but the workspace holds 4"
-    ):
-        _plan(indptr, indices, last, workspace=ws)
+    lengths = [32768] * 2
+    indptr, indices, last = page_table(lengths, 16)
+    plan = _plan(indptr, indices, last, workspace=ws)
+    assert 2 <= plan.n_work <= 4
+    check_cover(plan, lengths)
+
+
+def test_work_table_smaller_than_the_batch_raises() -> None:
+    from ember.ops.decode import _planner
+
+    indptr, _, last = page_table([5] * 3, 16)
+    work = torch.empty(2, 4, dtype=torch.int32)
+    merge = torch.empty(4, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"the plan needs 3 work units but the workspace holds 2"):
+        _planner().plan(indptr, last, work, merge, 16, 8, -1, 264, 256, 2, 3)
 
 
 @pytest.mark.parametrize(
     "kw, pattern",
     [
         (dict(max_batch=0), r"max_batch` must be an int >= 1, got 0"),
-        (dict(max_batch=8, max_work=4), r"max_work` must be an int >= max_batch \(8\), got 4"),
+        (
+            dict(max_batch=8, max_work=4),
+            r"max_work` must be an int in \[max_batch \(8\), 65535\], got 4",
+        ),
+        (dict(max_batch=8, max_work=70000), r"got 70000"),
     ],
 )
 def test_bad_workspace_raises(kw, pattern) -> None:

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "binding.h"
+#include "decode_plan_binding.h"
 #include "ember/decode_plan.h"
 #include "ember/device.h"
 
@@ -180,6 +181,7 @@ void run(TensorView q, TensorView k, TensorView v, TensorView kv_indptr, TensorV
   p.grid = static_cast<int>(grid);
   p.merge_rows = static_cast<int>(merge_rows);
   p.page_size = static_cast<int>(page_size);
+  p.page_shift = (page_size & (page_size - 1)) == 0 ? __builtin_ctzll(page_size) : -1;
   p.qo_heads = static_cast<int>(qo_heads);
   p.kv_heads = static_cast<int>(kv_heads);
   p.sm_scale = static_cast<float>(sm_scale);
@@ -196,6 +198,89 @@ void run(TensorView q, TensorView k, TensorView v, TensorView kv_indptr, TensorV
   }
 }
 
+// Resident decode CTAs per SM on CUDA device `device` (the planner fills SMs x this per wave).
+int64_t ctas_per_sm(int64_t device) {
+  ember::DeviceScope scope(static_cast<int>(device));
+  const int n = d::ctas_per_sm(static_cast<int>(device));
+  if (n < 1) {
+    TVM_FFI_THROW(RuntimeError) << kFn << ": could not query the decode kernel's occupancy on "
+                                << "device " << device;
+  }
+  return n;
+}
+
+// A CUDA event (as an integer handle) that orders a workspace's table uploads: the next plan
+// waits on it before rewriting the pinned host tables the previous copy reads.
+int64_t create_event(int64_t device) {
+  ember::DeviceScope scope(static_cast<int>(device));
+  cudaEvent_t ev = nullptr;
+  const cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    TVM_FFI_THROW(RuntimeError) << "DecodeWorkspace: cudaEventCreate failed: "
+                                << cudaGetErrorString(err);
+  }
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(ev));
+}
+
+void destroy_event(int64_t event) {
+  cudaEventDestroy(reinterpret_cast<cudaEvent_t>(static_cast<intptr_t>(event)));
+}
+
+// plan_batch_decode on a GPU, in one call: wait until the previous upload of `host_tables` has
+// been read, plan into them (work rows, then merge_indptr), pad merge_indptr past the batch for a
+// graph workspace, copy them to `dev_tables` on the current stream and record `event` after.
+tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_upload(
+    TensorView indptr, TensorView last_page_len, TensorView work, TensorView merge_indptr,
+    int64_t page_size, int64_t kv_heads, int64_t window_left, int64_t target_ctas,
+    int64_t min_chunk, int64_t max_partials, int64_t num_indices, TensorView host_tables,
+    TensorView dev_tables, int64_t event, bool pad_merge) {
+  constexpr const char* fn = "plan_batch_decode";
+  b::expect_device(fn, "host_tables", host_tables, kDLCPU, "cpu");
+  b::expect_dtype(fn, "dev_tables", dev_tables, kI32);
+  b::expect_dtype(fn, "host_tables", host_tables, kI32);
+  b::expect_contiguous(fn, "host_tables", host_tables);
+  b::expect_contiguous(fn, "dev_tables", dev_tables);
+  b::expect_device(fn, "dev_tables", dev_tables, kDLCUDA, "a CUDA device");
+  if (dev_tables.numel() != host_tables.numel()) {
+    TVM_FFI_THROW(ValueError) << fn << ": the workspace's device tables hold "
+                              << dev_tables.numel() << " ints, its host tables "
+                              << host_tables.numel();
+  }
+  auto ev = reinterpret_cast<cudaEvent_t>(static_cast<intptr_t>(event));
+  if (const cudaError_t err = cudaEventSynchronize(ev); err != cudaSuccess) {
+    TVM_FFI_THROW(RuntimeError) << fn << ": waiting for the previous plan's upload failed: "
+                                << cudaGetErrorString(err);
+  }
+  auto r = ember::decode_binding::plan_tables(indptr, last_page_len, work, merge_indptr, page_size,
+                                              kv_heads, window_left, target_ctas, min_chunk,
+                                              max_partials, num_indices);
+  if (pad_merge) {  // requests past the batch merge nothing (to the end of the host tables)
+    auto* m = static_cast<int32_t*>(merge_indptr.data_ptr());
+    const auto* begin = static_cast<int32_t*>(host_tables.data_ptr());
+    const int32_t* end = begin + host_tables.numel();
+    const int64_t batch = last_page_len.shape()[0];
+    if (m < begin || m + batch + 1 > end) {
+      TVM_FFI_THROW(ValueError) << fn << ": `merge_indptr` must be a view of the host tables";
+    }
+    for (int32_t* x = m + batch + 1; x < end; ++x) *x = m[batch];
+  }
+  const int device = dev_tables.device().device_id;
+  ember::DeviceScope scope(device);
+  auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
+  cudaError_t err = cudaMemcpyAsync(dev_tables.data_ptr(), host_tables.data_ptr(),
+                                    static_cast<size_t>(host_tables.numel()) * 4,
+                                    cudaMemcpyHostToDevice, stream);
+  if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
+  if (err != cudaSuccess) {
+    TVM_FFI_THROW(RuntimeError) << fn << ": uploading the plan failed: " << cudaGetErrorString(err);
+  }
+  return r;
+}
+
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, run);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(plan_upload, plan_upload);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(create_event, create_event);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(destroy_event, destroy_event);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(ctas_per_sm, ctas_per_sm);

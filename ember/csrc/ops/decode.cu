@@ -31,5 +31,17 @@ cudaError_t run(const Params& p, cudaStream_t stream) {
   }
 }
 
+int ctas_per_sm(int device) {
+  using Q = EMBER_DECODE_QTYPE;
+  using KV = EMBER_DECODE_KVTYPE;
+  constexpr int D = EMBER_DECODE_HEAD_DIM;
+  constexpr int G = EMBER_DECODE_GROUP;
+  if constexpr (EMBER_DECODE_TC && (D == 64 || D == 128)) {
+    return tc::ctas_per_sm<Q, KV, D, G>(device);
+  } else {
+    return ctas_per_sm<Q, KV, D, G>();
+  }
+}
+
 }  // namespace decode
 }  // namespace ember

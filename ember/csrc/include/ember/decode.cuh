@@ -82,8 +82,8 @@ __device__ __forceinline__ void write_result(const Params& p, int req, int slot,
 template <typename TQ, typename TKV, int D, int G>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(Params p) {
   constexpr int E = D / 32;
-  const int unit = blockIdx.x;
-  const int kv_head = blockIdx.y;
+  const int unit = blockIdx.y;  // heads fastest (as in decode_tc.cuh)
+  const int kv_head = blockIdx.x;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   pdl_wait();
@@ -213,12 +213,24 @@ cudaError_t launch_merge(const Params& p, cudaStream_t stream) {
 template <typename TQ, typename TKV, int D, int G>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   if (p.grid > 0) {
-    const dim3 grid(static_cast<unsigned>(p.grid), static_cast<unsigned>(p.kv_heads));
+    const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
     const cudaError_t err = launch_kernel<decode_kernel<TQ, TKV, D, G>>(grid, dim3(kWarps * 32), 0,
                                                                         stream, p.pdl, p.device, p);
     if (err != cudaSuccess) return err;
   }
   return launch_merge<TQ, D>(p, stream);
+}
+
+// Resident CTAs per SM of the CUDA-core kernel (the planner's wave size).
+template <typename TQ, typename TKV, int D, int G>
+int ctas_per_sm() {
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_kernel<TQ, TKV, D, G>, kWarps * 32,
+                                                    0) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
 }
 
 }  // namespace decode

@@ -34,6 +34,7 @@ struct Params {
   int grid;                     // work rows launched
   int merge_rows;               // requests the merge kernel visits
   int page_size;
+  int page_shift;  // log2(page_size) when a power of two, else -1
   int qo_heads;
   int kv_heads;
   float sm_scale;
@@ -46,6 +47,9 @@ struct Params {
 // Launches the decode kernel (one CTA per work row and kv head), then the merge of split
 // requests. Returns the first launch error.
 cudaError_t run(const Params& p, cudaStream_t stream);
+
+// Resident decode CTAs per SM on `device` for the kernel `run` launches there (0 on error).
+int ctas_per_sm(int device);
 
 }  // namespace decode
 }  // namespace ember

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <vector>
 
 namespace ember {
 namespace decode {
@@ -58,8 +60,32 @@ inline int64_t units_for(int64_t tokens, int64_t chunk) {
   return tokens <= chunk ? 1 : (tokens + chunk - 1) / chunk;
 }
 
+inline int64_t round_up(int64_t x, int64_t g) { return (x + g - 1) / g * g; }
+
+// Cost model of the planner, in "tokens one CTA streams" (the kernels' unit of time):
+// a CTA's fixed cost (query load, pipeline fill, combine) and the merge of split requests.
+constexpr int64_t kCtaCost = 64;
+constexpr int64_t kSplitCost = 256;
+
+// Request b split into pieces of `piece` tokens (the last shorter): the pieces of a split of at
+// most `chunk` tokens, made even and rounded up to the granule.
+inline int64_t piece_for(int64_t tokens, int64_t chunk, int64_t granule) {
+  if (tokens <= chunk) return std::max<int64_t>(tokens, 1);
+  const int64_t u = (tokens + chunk - 1) / chunk;
+  return round_up((tokens + u - 1) / u, granule);
+}
+
 // Fills work[capacity * kWorkFields] and merge_indptr[batch + 1]: merge_indptr[b + 1] -
 // merge_indptr[b] is the number of partial slots of request b (0: written directly).
+//
+// Split-KV: every request is cut into pieces of at most `chunk` tokens (evenly, whole granules);
+// each piece is one CTA per kv head. Candidates for `chunk` are the longest request's length
+// divided by k = 1, 2, 3, ...; each is scored as the time of the slowest SM when the CTAs run in
+// waves of target_ctas (waves x mean CTA time, or the longest CTA if that is more) plus the merge
+// when anything is split, and the cheapest wins. So a uniform batch that fills whole waves is not
+// split, a small one is cut to fill one wave, and a skewed one has its long requests cut to the
+// size that balances the SMs. When pieces differ in length the longest are emitted first (the
+// hardware starts CTAs in order: longest-first list scheduling).
 inline PlanResult plan(const PlanArgs& a, int32_t* work, int32_t* merge_indptr) {
   PlanResult r;
   if (a.batch > 0 && a.indptr[0] != 0) {
@@ -67,6 +93,7 @@ inline PlanResult plan(const PlanArgs& a, int32_t* work, int32_t* merge_indptr) 
     r.bad_index = 0;
     return r;
   }
+  std::vector<int64_t> start(a.batch), len(a.batch);
   int64_t max_tokens = 0;
   int64_t total_tokens = 0;
   for (int b = 0; b < a.batch; ++b) {
@@ -81,65 +108,99 @@ inline PlanResult plan(const PlanArgs& a, int32_t* work, int32_t* merge_indptr) 
       r.bad_index = b;
       return r;
     }
-    int64_t start, len;
-    attended(a, b, &start, &len);
-    max_tokens = std::max(max_tokens, len - start);
-    total_tokens += len - start;
+    int64_t s0, n;
+    attended(a, b, &s0, &n);
+    start[b] = s0;
+    len[b] = n - s0;
+    max_tokens = std::max(max_tokens, len[b]);
+    total_tokens += len[b];
   }
-  // Split only when one unit per request leaves SMs idle; then the smallest whole-page chunk
-  // (>= min_chunk) whose units still fit in one wave of target_ctas.
-  const int64_t page = a.page_size;
   const int64_t kv = std::max(1, a.kv_heads);
-  int64_t chunk = std::max<int64_t>(max_tokens, 1);
-  if (static_cast<int64_t>(a.batch) * kv < a.target_ctas && max_tokens > a.min_chunk) {
-    const int64_t min_chunk = (std::max(a.min_chunk, 1) + page - 1) / page * page;
-    int64_t lo = min_chunk, hi = (max_tokens + page - 1) / page * page;
-    auto units = [&](int64_t c) {
-      int64_t u = 0;
-      for (int b = 0; b < a.batch; ++b) {
-        int64_t start, len;
-        attended(a, b, &start, &len);
-        u += units_for(len - start, c);
-      }
-      return u;
-    };
-    while (lo < hi) {  // smallest chunk (in whole pages) with units * kv <= target
-      const int64_t mid = (lo / page + (hi - lo) / page / 2) * page;
-      if (units(mid) * kv <= a.target_ctas) {
-        hi = mid;
-      } else {
-        lo = mid + page;
-      }
+  const int64_t slots_per_wave = std::max(1, a.target_ctas);
+  // Pieces end on whole pages, and on whole 64-token tiles where pages are smaller.
+  const int64_t granule = 64 % a.page_size == 0 ? 64 : a.page_size;
+  const int64_t min_chunk = round_up(std::max(a.min_chunk, 1), granule);
+  auto score = [&](int64_t chunk, int64_t* units, int64_t* partials) {
+    int64_t n = 0, parts = 0, longest = 0;
+    for (int b = 0; b < a.batch; ++b) {
+      const int64_t piece = piece_for(len[b], chunk, granule);
+      const int64_t u = units_for(len[b], piece);
+      n += u;
+      if (u > 1) parts += u;
+      longest = std::max(longest, std::min(piece, len[b]));
     }
-    chunk = lo;
+    *units = n;
+    *partials = parts;
+    const int64_t ctas = n * kv;
+    const int64_t waves = (ctas + slots_per_wave - 1) / slots_per_wave;
+    const int64_t mean = (total_tokens + n - 1) / std::max<int64_t>(n, 1);
+    return std::max(longest, waves * mean) + waves * kCtaCost + (parts > 0 ? kSplitCost : 0);
+  };
+  int64_t chunk = std::max<int64_t>(max_tokens, 1);
+  int64_t best_units = 0, best_parts = 0;
+  int64_t best = score(chunk, &best_units, &best_parts);
+  // NOTE: a batch of many full waves whose longest request is shorter than an SM's share is
+  // balanced as it is (the common large uniform batch; skips the search).
+  const bool balanced = static_cast<int64_t>(a.batch) * kv >= 4 * slots_per_wave &&
+                        max_tokens * slots_per_wave <= total_tokens * kv;
+  if (!balanced && max_tokens > min_chunk) {
+    for (int64_t k = 2;; k += k < 8 ? 1 : k / 4) {
+      const int64_t c = round_up((max_tokens + k - 1) / k, granule);
+      if (c < min_chunk) break;
+      int64_t units, parts;
+      const int64_t cost = score(c, &units, &parts);
+      if (units > a.capacity || parts > a.max_partials) break;  // only grows with k
+      if (cost < best) {
+        best = cost;
+        chunk = c;
+        best_units = units;
+        best_parts = parts;
+      }
+      if (units * kv > 8 * slots_per_wave) break;  // past 8 waves nothing gains
+    }
   }
-  int64_t n = 0;
+  (void)best_parts;
+  if (best_units > a.capacity) {
+    r.error = kCapacity;
+    r.bad_index = best_units;
+    return r;
+  }
+  // Slots per request in request order (the merge reads merge_indptr[b] .. merge_indptr[b + 1]).
+  std::vector<int64_t> piece(a.batch);
   int64_t slots = 0;
+  int64_t shortest = INT64_MAX, longest = 0;
   merge_indptr[0] = 0;
   for (int b = 0; b < a.batch; ++b) {
-    int64_t start, len;
-    attended(a, b, &start, &len);
-    const int64_t u = units_for(len - start, chunk);
-    if (n + u > a.capacity) {
-      r.error = kCapacity;
-      r.bad_index = n + u;
-      return r;
-    }
-    if (u > 1 && slots + u > a.max_partials) {
+    piece[b] = piece_for(len[b], chunk, granule);
+    const int64_t u = units_for(len[b], piece[b]);
+    if (u > 1) slots += u;
+    if (slots > a.max_partials) {
       r.error = kPartialCapacity;
-      r.bad_index = slots + u;
+      r.bad_index = slots;
       return r;
     }
+    merge_indptr[b + 1] = static_cast<int32_t>(slots);
+    shortest = std::min(shortest, std::min(piece[b], len[b]));
+    longest = std::max(longest, std::min(piece[b], len[b]));
+  }
+  std::vector<int> order(a.batch);
+  for (int b = 0; b < a.batch; ++b) order[b] = b;
+  if (slots > 0 && longest > 2 * std::max<int64_t>(shortest, 1)) {
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+      return std::min(piece[x], len[x]) > std::min(piece[y], len[y]);
+    });
+  }
+  int64_t n = 0;
+  for (int b : order) {
+    const int64_t u = units_for(len[b], piece[b]);
     for (int64_t j = 0; j < u; ++j) {
       int32_t* row = work + (n + j) * kWorkFields;
       row[kRequest] = b;
-      row[kKvStart] = static_cast<int32_t>(start + j * chunk);
-      row[kKvEnd] = static_cast<int32_t>(std::min(len, start + (j + 1) * chunk));
-      row[kSlot] = u > 1 ? static_cast<int32_t>(slots + j) : -1;
+      row[kKvStart] = static_cast<int32_t>(start[b] + j * piece[b]);
+      row[kKvEnd] = static_cast<int32_t>(start[b] + std::min(len[b], (j + 1) * piece[b]));
+      row[kSlot] = u > 1 ? static_cast<int32_t>(merge_indptr[b] + j) : -1;
     }
     n += u;
-    if (u > 1) slots += u;
-    merge_indptr[b + 1] = static_cast<int32_t>(slots);
   }
   for (int64_t i = n; i < a.capacity; ++i) {  // unused rows: CTAs launched for them exit
     int32_t* row = work + i * kWorkFields;
@@ -148,7 +209,7 @@ inline PlanResult plan(const PlanArgs& a, int32_t* work, int32_t* merge_indptr) 
     row[kSlot] = -1;
   }
   r.n_work = static_cast<int>(n);
-  r.chunk = chunk >= max_tokens ? 0 : static_cast<int>(chunk);
+  r.chunk = slots > 0 ? static_cast<int>(chunk) : 0;
   r.n_partials = static_cast<int>(slots);
   return r;
 }

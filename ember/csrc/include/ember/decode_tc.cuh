@@ -23,12 +23,29 @@ namespace decode {
 namespace tc {
 
 constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
-constexpr int kStages = 3;
+
+// Pipeline depth: tiles in flight + 1. 16-bit KV: 3 stages (100 KB at d128, 2 CTAs per SM);
+// fp8: the tiles are half the bytes, so 4 stages keep as many bytes in flight in the same
+// shared memory. EMBER_DECODE_STAGES16 / EMBER_DECODE_STAGES8 override (A/B probes).
+#ifndef EMBER_DECODE_STAGES16
+#define EMBER_DECODE_STAGES16 3
+#endif
+#ifndef EMBER_DECODE_STAGES8
+#define EMBER_DECODE_STAGES8 4
+#endif
+#ifndef EMBER_DECODE_MINB
+#define EMBER_DECODE_MINB 1  // resident CTAs per SM the register allocation must allow
+#endif
+template <int KVB>
+constexpr int stages() {
+  return KVB == 1 ? EMBER_DECODE_STAGES8 : EMBER_DECODE_STAGES16;
+}
 
 // KVB: bytes per K/V element (2, or 1 for fp8, which is staged raw and converted to 16-bit
 // tiles before the MMAs).
 template <int D, int KVB = 2>
 struct Smem {
+  static constexpr int kStages = stages<KVB>();
   static constexpr int kRowBytes = D * 2;               // a 16-bit row (Q, K/V as used)
   static constexpr int kChunks = kRowBytes / 16;        // 16-byte chunks per 16-bit row
   static constexpr int kTileBytes = kTile * kRowBytes;  // one 16-bit K (or V) tile
@@ -122,7 +139,7 @@ __device__ __forceinline__ uint32_t fp8x2_to(uint16_t v) {
 }
 
 template <typename T, typename TKV, int D, int G>
-__global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
+__global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kernel(Params p) {
   constexpr bool kFp8 = sizeof(TKV) == 1;
   using S = Smem<D, sizeof(TKV)>;
   constexpr int kNT = D / 8;   // n-tiles of O
@@ -131,8 +148,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
   unsigned char* q_smem = smem;
   unsigned char* conv = smem + S::kQBytes;  // fp8 only: the stage's tiles as 16-bit
   unsigned char* pipe = conv + S::kConvBytes;
-  const int unit = blockIdx.x;
-  const int kv_head = blockIdx.y;
+  constexpr int kStages = S::kStages;
+  const int unit = blockIdx.y;  // NOTE: heads fastest, so a unit's heads run side by side
+  const int kv_head = blockIdx.x;
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -161,27 +179,49 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
       return swz<D>(r, c);
     }
   };
+  // Each thread moves chunk `cc` of rows r0, r0 + kRowStep, ... of every tile. The page of
+  // each of those rows is read one tile ahead (into pg), so the page-table load's latency
+  // overlaps a tile's compute instead of stalling the next cp.async.
+  constexpr int kRowStep = kWarps * 32 / S::kKvChunks;
+  constexpr int kRowsPerThread = kTile / kRowStep;
+  static_assert(kTile % kRowStep == 0, "tile rows split evenly over the threads");
+  const int r0 = tid / S::kKvChunks, cc = tid % S::kKvChunks;
+  const int shift = p.page_shift;  // log2(page_size), or -1
+  auto page_of = [&](int t) { return shift >= 0 ? t >> shift : t / p.page_size; };
+  auto row_token = [&](int tile, int j) {
+    const int t = kv_start + tile * kTile + r0 + j * kRowStep;
+    return t < kv_end ? t : kv_start;  // rows past the unit read a valid row, zero-filled
+  };
+  int32_t pg[kRowsPerThread];
+  auto fetch_pages = [&](int tile) {
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) pg[j] = pages[page_of(row_token(tile, j))];
+  };
   auto load_tile = [&](int tile, int stage) {
     unsigned char* ks = pipe + stage * S::kStageBytes;
     unsigned char* vs = ks + S::kKvTileBytes;
-    for (int i = tid; i < kTile * S::kKvChunks; i += kWarps * 32) {
-      const int r = i / S::kKvChunks, c = i % S::kKvChunks;
-      const int t = kv_start + tile * kTile + r;
-      const bool valid = t < kv_end;
-      const int tt = valid ? t : kv_start;
-      const int64_t page = pages[tt / p.page_size];
-      const int s = tt % p.page_size;
-      cp_async16(smem_u32(ks + kv_off(r, c)),
-                 kb + page * p.k.page_stride + s * p.k.slot_stride + c * kElemsPerChunk, valid);
-      cp_async16(smem_u32(vs + kv_off(r, c)),
-                 vb + page * p.v.page_stride + s * p.v.slot_stride + c * kElemsPerChunk, valid);
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const int r = r0 + j * kRowStep;
+      const bool valid = kv_start + tile * kTile + r < kv_end;
+      const int tt = row_token(tile, j);
+      const int s = tt - page_of(tt) * p.page_size;
+      const int64_t page = pg[j];
+      cp_async16(smem_u32(ks + kv_off(r, cc)),
+                 kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk, valid);
+      cp_async16(smem_u32(vs + kv_off(r, cc)),
+                 vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk, valid);
     }
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles) load_tile(s, s);
+    if (s < n_tiles) {
+      fetch_pages(s);
+      load_tile(s, s);
+    }
     cp_commit();  // NOTE: the first group also carries the query block
   }
+  if (kStages - 1 < n_tiles) fetch_pages(kStages - 1);
 
   const float scale = p.soft_cap > 0.f ? p.sm_scale : p.sm_scale * kLog2e;
   float m[2] = {-INFINITY, -INFINITY};
@@ -194,7 +234,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tc_kernel(Params p) {
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int pf = tile + kStages - 1;
-    if (pf < n_tiles) load_tile(pf, pf % kStages);
+    if (pf < n_tiles) {
+      load_tile(pf, pf % kStages);
+      if (pf + 1 < n_tiles) fetch_pages(pf + 1);
+    }
     cp_commit();
     cp_wait<kStages - 1>();
     __syncthreads();
@@ -368,12 +411,27 @@ inline int max_smem_optin(int device) {
   return cached[device];
 }
 
+// Resident CTAs per SM of the kernel `launch` runs on `device` (the planner's wave size).
+template <typename T, typename TKV, int D, int G>
+int ctas_per_sm(int device) {
+  constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
+  if (max_smem_optin(device) < kSmem) return decode::ctas_per_sm<T, TKV, D, G>();
+  int n = 0;
+  if (allow_dynamic_smem<decode_tc_kernel<T, TKV, D, G>>(kSmem) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_tc_kernel<T, TKV, D, G>,
+                                                    kWarps * 32, kSmem) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 template <typename T, typename TKV, int D, int G>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
   if (max_smem_optin(p.device) < kSmem) return decode::launch<T, TKV, D, G>(p, stream);
   if (p.grid > 0) {
-    const dim3 grid(static_cast<unsigned>(p.grid), static_cast<unsigned>(p.kv_heads));
+    const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
     const cudaError_t err = launch_kernel<decode_tc_kernel<T, TKV, D, G>>(
         grid, dim3(kWarps * 32), kSmem, stream, p.pdl, p.device, p);
     if (err != cudaSuccess) return err;

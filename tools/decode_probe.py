@@ -1,0 +1,142 @@
+"""A/B probe of decode-kernel variants on the GPU (device diagnostic; not part of the harness).
+
+    python tools/decode_probe.py [--variants base,s2] [--cases u64,skew] [--rounds 3]
+
+Each variant is the decode spec with extra -D flags under its own uri, swapped into
+``ember.ops.decode``'s module cache so that planning (its occupancy) and running use it. Every
+variant's output is checked against the fp64 reference before it is timed; the time is the
+median over rounds of CUDA-graph replays of 20 calls (inputs larger than L2), variants
+interleaved within each round. Bytes as the harness counts them (K and V rows attended).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from ember.bench.routines.decode import decode_lengths
+from ember.jit import build_and_load
+from ember.ops import decode as dec
+from ember.testing import page_table
+from ember.testing.reference import batch_decode_ref
+
+VARIANTS: dict[str, str] = {  # name -> extra -D flags
+    "base": "",
+    "s2": "-DEMBER_DECODE_STAGES16=2 -DEMBER_DECODE_STAGES8=2 -DEMBER_DECODE_MINB=3",
+    "f3": "-DEMBER_DECODE_STAGES8=3",
+    "v1": "-DEMBER_DECODE_TC=0",
+}
+# name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
+CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {
+    "u64": (64, 4096, 32, 8, 128, 16, "uniform", "same"),
+    "u256": (256, 1024, 64, 8, 128, 16, "uniform", "same"),
+    "u128": (128, 2048, 32, 4, 128, 16, "uniform", "same"),
+    "skew": (64, 4096, 32, 8, 128, 16, "pareto", "same"),
+    "small": (4, 32768, 32, 8, 128, 16, "uniform", "same"),
+    "page1": (32, 4096, 32, 8, 128, 1, "uniform", "same"),
+    "fp8": (64, 4096, 32, 8, 128, 16, "uniform", "e4m3"),
+    "fp8skew": (64, 4096, 32, 8, 128, 16, "pareto", "e4m3"),
+}
+
+
+def variant_module(name: str, flags: str, key: tuple[str, str, int, int]) -> Any:
+    base = dec.decode_spec(*key)
+    fl = tuple(flags.split())
+    spec = dataclasses.replace(
+        base,
+        uri=f"{base.uri}_x{name}",
+        cflags=base.cflags + fl,
+        cuda_cflags=base.cuda_cflags + fl,
+    )
+    t = time.perf_counter()
+    mod = build_and_load(spec)
+    print(f"built {spec.uri} in {time.perf_counter() - t:.2f} s", flush=True)
+    return mod
+
+
+def graph_us(fn: Any, per_graph: int = 20, replays: int = 15) -> float:
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(per_graph):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3 / per_graph)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    variants = a.variants.split(",")
+    dt = torch.bfloat16
+    for cname in a.cases.split(","):
+        b, mean, hq, hk, dim, page, dist, kvd = CASES[cname]
+        fp8 = kvd == "e4m3"
+        key = ("bf16", "e4m3" if fp8 else "bf16", dim, hq // hk)
+        lengths = decode_lengths(b, mean, dist)
+        h_indptr, h_last = page_table(lengths, page)
+        pages = int(h_indptr[-1])
+        cache = torch.randn(pages, 2, page, hk, dim, device="cuda")
+        cache = cache.to(torch.float8_e4m3fn) if fp8 else cache.to(dt)
+        indices = torch.randperm(pages).to(torch.int32).cuda()
+        q = torch.randn(b, hq, dim, device="cuda").to(dt)
+        d_indptr, d_last = h_indptr.cuda(), h_last.cuda()
+        ref, _ = batch_decode_ref(
+            q, cache[:, 0], cache[:, 1], d_indptr, indices, h_last, layout="NHD"
+        )
+        nbytes = sum(lengths) * hk * dim * 2 * (1 if fp8 else 2)
+        fns = {}
+        for v in variants:
+            dec._DECODE[key] = variant_module(v, VARIANTS[v], key)
+            ws = dec.DecodeWorkspace("cuda", max_batch=b, num_qo_heads=hq, head_dim=dim)
+            plan = dec.plan_batch_decode(
+                d_indptr, indices, d_last, num_qo_heads=hq, num_kv_heads=hk, head_dim=dim,
+                page_size=page, workspace=ws, q_dtype=dt, kv_dtype=key[1],
+                host_indptr=h_indptr, host_last_page_len=h_last,
+            )  # fmt: skip
+            out = torch.full_like(q, float("nan"))
+            dec.batch_decode(q, cache, plan, out=out)
+            torch.cuda.synchronize()
+            err = (out.float() - ref).abs().max().item()
+            ok = bool(torch.isfinite(out).all()) and err < 2e-2
+            wave = ws.wave(*key)[1]
+            print(
+                f"{cname} {v}: units {plan.n_work} chunk {plan.chunk} partials {plan.n_partials} "
+                f"wave {wave} max err {err:.2e} {'ok' if ok else 'WRONG'}",
+                flush=True,
+            )
+            if ok:
+                fns[v] = functools.partial(dec.batch_decode, q, cache, plan, out=out)
+        dec._DECODE.pop(key, None)
+        res: dict[str, list[float]] = {v: [] for v in fns}
+        for _ in range(a.rounds):
+            for v, fn in fns.items():
+                res[v].append(graph_us(fn))
+        for v, ts in res.items():
+            us = statistics.median(ts)
+            print(f"  {cname:8s} {v:6s} {us:8.1f} us  {nbytes / us / 1e3:7.0f} GB/s  rounds {ts}")
+        del cache
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
