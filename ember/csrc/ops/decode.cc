@@ -242,9 +242,8 @@ tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_upload(
   b::expect_contiguous(fn, "dev_tables", dev_tables);
   b::expect_device(fn, "dev_tables", dev_tables, kDLCUDA, "a CUDA device");
   if (dev_tables.numel() != host_tables.numel()) {
-    TVM_FFI_THROW(ValueError) << fn << ": the workspace's device tables hold "
-                              << dev_tables.numel() << " ints, its host tables "
-                              << host_tables.numel();
+    TVM_FFI_THROW(ValueError) << fn << ": the workspace's device tables hold " << dev_tables.numel()
+                              << " ints, its host tables " << host_tables.numel();
   }
   auto ev = reinterpret_cast<cudaEvent_t>(static_cast<intptr_t>(event));
   if (const cudaError_t err = cudaEventSynchronize(ev); err != cudaSuccess) {
@@ -267,9 +266,9 @@ tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_upload(
   const int device = dev_tables.device().device_id;
   ember::DeviceScope scope(device);
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
-  cudaError_t err = cudaMemcpyAsync(dev_tables.data_ptr(), host_tables.data_ptr(),
-                                    static_cast<size_t>(host_tables.numel()) * 4,
-                                    cudaMemcpyHostToDevice, stream);
+  cudaError_t err =
+      cudaMemcpyAsync(dev_tables.data_ptr(), host_tables.data_ptr(),
+                      static_cast<size_t>(host_tables.numel()) * 4, cudaMemcpyHostToDevice, stream);
   if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
   if (err != cudaSuccess) {
     TVM_FFI_THROW(RuntimeError) << fn << ": uploading the plan failed: " << cudaGetErrorString(err);

@@ -19,12 +19,10 @@ using tvm::ffi::TensorView;
 namespace b = ember::binding;
 namespace d = ember::decode;
 
-inline tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_tables(TensorView indptr, TensorView last_page_len,
-                                                TensorView work, TensorView merge_indptr,
-                                                int64_t page_size, int64_t kv_heads,
-                                                int64_t window_left, int64_t target_ctas,
-                                                int64_t min_chunk, int64_t max_partials,
-                                                int64_t num_indices) {
+inline tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_tables(
+    TensorView indptr, TensorView last_page_len, TensorView work, TensorView merge_indptr,
+    int64_t page_size, int64_t kv_heads, int64_t window_left, int64_t target_ctas,
+    int64_t min_chunk, int64_t max_partials, int64_t num_indices) {
   constexpr const char* fn = "plan_batch_decode";
   const DLDataType i32{kDLInt, 32, 1};
   for (auto [name, t] : {std::pair<const char*, TensorView>{"kv_indptr", indptr},
@@ -104,7 +102,6 @@ inline tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_tables(TensorView indptr,
   }
   return tvm::ffi::Tuple<int64_t, int64_t, int64_t>(r.n_work, r.chunk, r.n_partials);
 }
-
 
 }  // namespace decode_binding
 }  // namespace ember

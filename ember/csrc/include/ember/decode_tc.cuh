@@ -418,8 +418,8 @@ int ctas_per_sm(int device) {
   if (max_smem_optin(device) < kSmem) return decode::ctas_per_sm<T, TKV, D, G>();
   int n = 0;
   if (allow_dynamic_smem<decode_tc_kernel<T, TKV, D, G>>(kSmem) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_tc_kernel<T, TKV, D, G>,
-                                                    kWarps * 32, kSmem) != cudaSuccess) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_tc_kernel<T, TKV, D, G>, kWarps * 32,
+                                                    kSmem) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
