@@ -98,6 +98,12 @@ void append(TensorView k_new, TensorView v_new, TensorView batch_indices, Tensor
   p.head_dim = static_cast<int>(dim);
   p.page_size = static_cast<int>(k_cache.shape()[slot_axis]);
   p.elem_bytes = (dt.bits * dt.lanes + 7) / 8;
+  p.vec16 = (dim * p.elem_bytes) % 16 == 0;
+  for (const TensorView* t : {&k_new, &v_new, &k_cache, &v_cache}) {
+    p.vec16 = p.vec16 && reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0;
+    for (int i = 0; i + 1 < t->ndim(); ++i)
+      p.vec16 = p.vec16 && (t->stride(i) * p.elem_bytes) % 16 == 0;
+  }
   p.device = k_cache.device().device_id;
   ember::DeviceScope scope(p.device);
   auto stream =

@@ -2,7 +2,8 @@
 //
 // Token i of the append batch belongs to request batch_indices[i] at sequence position
 // positions[i]; its page is indices[indptr[b] + pos / page_size] and its slot pos % page_size.
-// One CTA per token copies its K and V rows (all kv heads) with 16-byte vectors. A position past
+// One CTA per token copies its K and V rows (all kv heads) with 16-byte vectors where rows,
+// bases and strides allow (else bytes). A position past
 // the request's pages is not written (the cache outside the request is never touched, R4.7).
 #pragma once
 
@@ -17,20 +18,70 @@
 namespace ember {
 namespace paged {
 
-__device__ __forceinline__ void copy_row(const char* src, char* dst, int bytes, int lane,
-                                         int width) {
-  if (bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-    for (int o = lane * 16; o < bytes; o += width * 16) {
-      *reinterpret_cast<uint4*>(dst + o) = *reinterpret_cast<const uint4*>(src + o);
-    }
-  } else {
-    for (int o = lane; o < bytes; o += width) dst[o] = src[o];
-  }
+// Element offset (in bytes) of 16-byte chunk `c` of the token's new K (which = 0) or V rows:
+// chunk c covers head c / chunks_per_row, bytes (c % chunks_per_row) * 16 of its row.
+__device__ __forceinline__ int64_t src_offset(const AppendParams& p, int64_t t, int which, int h,
+                                              int byte) {
+  const int64_t st = which ? p.v_new_stride_t : p.k_new_stride_t;
+  const int64_t sh = which ? p.v_new_stride_h : p.k_new_stride_h;
+  return (t * st + h * sh) * p.elem_bytes + byte;
 }
 
-__global__ void __launch_bounds__(128) append_kernel(AppendParams p) {
+__device__ __forceinline__ int64_t dst_offset(const AppendParams& p, int64_t page, int slot,
+                                              int which, int h, int byte) {
+  const decode::CacheView& c = which ? p.v : p.k;
+  return (page * c.page_stride + slot * c.slot_stride + h * c.head_stride) * p.elem_bytes + byte;
+}
+
+// NOTE: the token's new rows are loaded into registers before the page-table chain (batch index
+// -> indptr -> page) resolves, and every load is issued before any store, so one CTA waits for
+// about one memory round trip instead of one per row.
+constexpr int kAppendThreads = 128;
+constexpr int kAppendUnroll = 4;  // 16-byte chunks per thread in flight
+
+__global__ void __launch_bounds__(kAppendThreads) append_kernel(AppendParams p) {
   const int64_t t = blockIdx.x;
+  const int row = p.head_dim * p.elem_bytes;
+  if (p.vec16) {
+    const int per_row = row / 16;
+    const int total = 2 * p.kv_heads * per_row;  // K then V chunks
+    const char* k_new = static_cast<const char*>(p.k_new);
+    const char* v_new = static_cast<const char*>(p.v_new);
+    for (int base = threadIdx.x; base < total; base += kAppendThreads * kAppendUnroll) {
+      uint4 r[kAppendUnroll];
+#pragma unroll
+      for (int u = 0; u < kAppendUnroll; ++u) {
+        const int c = base + u * kAppendThreads;
+        if (c < total) {
+          const int which = c >= total / 2;
+          const int cc = c - which * (total / 2);
+          const int64_t off = src_offset(p, t, which, cc / per_row, (cc % per_row) * 16);
+          r[u] = *reinterpret_cast<const uint4*>((which ? v_new : k_new) + off);
+        }
+      }
+      const int b = p.batch_indices[t];
+      const int pos = p.positions[t];
+      if (b < 0 || b >= p.batch || pos < 0) return;
+      const int page_idx = pos / p.page_size;
+      const int first = p.indptr[b];
+      if (page_idx >= p.indptr[b + 1] - first) return;
+      const int64_t page = p.indices[first + page_idx];
+      const int slot = pos % p.page_size;
+#pragma unroll
+      for (int u = 0; u < kAppendUnroll; ++u) {
+        const int c = base + u * kAppendThreads;
+        if (c < total) {
+          const int which = c >= total / 2;
+          const int cc = c - which * (total / 2);
+          char* dst = static_cast<char*>(const_cast<void*>(which ? p.v.base : p.k.base));
+          const int64_t off = dst_offset(p, page, slot, which, cc / per_row, (cc % per_row) * 16);
+          *reinterpret_cast<uint4*>(dst + off) = r[u];
+        }
+      }
+    }
+    return;
+  }
+  // Rows that are not whole 16-byte chunks, or unaligned: bytes.
   const int b = p.batch_indices[t];
   const int pos = p.positions[t];
   if (b < 0 || b >= p.batch || pos < 0) return;
@@ -38,23 +89,14 @@ __global__ void __launch_bounds__(128) append_kernel(AppendParams p) {
   if (page_idx >= p.indptr[b + 1] - p.indptr[b]) return;
   const int64_t page = p.indices[p.indptr[b] + page_idx];
   const int slot = pos % p.page_size;
-  const int row = p.head_dim * p.elem_bytes;
-  // NOTE: one warp per head row, the CTA's 4 warps stride over the kv heads.
-  const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  for (int h = warp; h < p.kv_heads; h += 4) {
-    const char* ks = static_cast<const char*>(p.k_new) +
-                     (t * p.k_new_stride_t + h * p.k_new_stride_h) * p.elem_bytes;
-    const char* vs = static_cast<const char*>(p.v_new) +
-                     (t * p.v_new_stride_t + h * p.v_new_stride_h) * p.elem_bytes;
-    char* kd =
-        static_cast<char*>(const_cast<void*>(p.k.base)) +
-        (page * p.k.page_stride + slot * p.k.slot_stride + h * p.k.head_stride) * p.elem_bytes;
-    char* vd =
-        static_cast<char*>(const_cast<void*>(p.v.base)) +
-        (page * p.v.page_stride + slot * p.v.slot_stride + h * p.v.head_stride) * p.elem_bytes;
-    copy_row(ks, kd, row, lane, 32);
-    copy_row(vs, vd, row, lane, 32);
+  for (int i = threadIdx.x; i < 2 * p.kv_heads * row; i += kAppendThreads) {
+    const int which = i >= p.kv_heads * row;
+    const int ii = i - which * p.kv_heads * row;
+    const char* src = static_cast<const char*>(which ? p.v_new : p.k_new) +
+                      src_offset(p, t, which, ii / row, ii % row);
+    char* dst = static_cast<char*>(const_cast<void*>(which ? p.v.base : p.k.base)) +
+                dst_offset(p, page, slot, which, ii / row, ii % row);
+    *dst = *src;
   }
 }
 
@@ -97,8 +139,8 @@ cudaError_t merge_states(const MergeParams& p, cudaStream_t stream) {
 
 inline cudaError_t append(const AppendParams& p, cudaStream_t stream) {
   if (p.nnz == 0) return cudaSuccess;
-  return launch_kernel<append_kernel>(dim3(static_cast<unsigned>(p.nnz)), dim3(128), 0, stream,
-                                      false, p.device, p);
+  return launch_kernel<append_kernel>(dim3(static_cast<unsigned>(p.nnz)), dim3(kAppendThreads), 0,
+                                      stream, false, p.device, p);
 }
 
 }  // namespace paged

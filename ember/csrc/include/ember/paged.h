@@ -27,6 +27,7 @@ struct AppendParams {
   int head_dim;
   int page_size;
   int elem_bytes;
+  bool vec16;  // rows, bases and strides are whole 16-byte chunks: copy 16 bytes at a time
   int device;
 };
 
