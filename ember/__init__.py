@@ -16,17 +16,33 @@ from ember.errors import (
     ToolchainError,
     UnsupportedError,
 )
+from ember.ops.decode import (
+    DecodePlan,
+    DecodeWorkspace,
+    batch_decode,
+    plan_batch_decode,
+    single_decode,
+)
 from ember.ops.norm import fused_add_rmsnorm_, rmsnorm
+from ember.ops.paged import append_paged_kv_cache, merge_state, merge_states
 
 __all__ = [
     "ArtifactError",
     "CompileError",
     "ConfigError",
+    "DecodePlan",
+    "DecodeWorkspace",
     "EmberError",
     "JitDisabledError",
     "ToolchainError",
     "UnsupportedError",
     "__version__",
+    "append_paged_kv_cache",
+    "batch_decode",
     "fused_add_rmsnorm_",
+    "merge_state",
+    "merge_states",
+    "plan_batch_decode",
     "rmsnorm",
+    "single_decode",
 ]

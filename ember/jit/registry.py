@@ -19,7 +19,12 @@ from ember.jit.spec import KernelSpec
 
 __all__ = ["OP_MODULES", "all_specs", "register", "registered_families", "specs_by_family"]
 
-OP_MODULES: tuple[str, ...] = ("ember.ops.decode", "ember.ops.norm", "ember.ops.toy")
+OP_MODULES: tuple[str, ...] = (
+    "ember.ops.decode",
+    "ember.ops.norm",
+    "ember.ops.paged",
+    "ember.ops.toy",
+)
 
 SpecGenerator = Callable[[], Iterable[KernelSpec]]
 _GENERATORS: dict[str, SpecGenerator] = {}

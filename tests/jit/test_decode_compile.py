@@ -16,7 +16,7 @@ import torch
 
 from ember.config import knobs
 from ember.jit import resolve
-from ember.ops import decode
+from ember.ops import decode, paged
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -244,12 +244,12 @@ def test_append_bad_inputs_raise_before_launch(changes: dict, err: type, pattern
     args = append_args()
     args.update(changes)
     with pytest.raises(err, match=pattern):
-        decode._paged().append(*args.values())
+        paged._paged().append(*args.values())
 
 
 def test_append_layout_is_checked_in_python() -> None:
     with pytest.raises(ValueError, match=r"`layout` must be one of \('NHD', 'HND'\), got 'X'"):
-        decode.append_paged_kv_cache(
+        paged.append_paged_kv_cache(
             *list(append_args().values())[:4], None, None, None, layout="X"
         )
 
@@ -286,10 +286,10 @@ def test_append_layout_is_checked_in_python() -> None:
 )
 def test_merge_states_bad_inputs_raise(args: tuple, err: type, pattern: str) -> None:
     with pytest.raises(err, match=pattern):
-        decode.merge_states(*args)
+        paged.merge_states(*args)
 
 
 def test_merge_states_bad_output_shape_raises() -> None:
     v, s = torch.zeros(2, 3, 4, 8), torch.zeros(2, 3, 4)
     with pytest.raises(ValueError, match=r"`v_out` must be \[2, 4, 8\], got \[2, 4, 9\]"):
-        decode.merge_states(v, s, out=torch.zeros(2, 4, 9))
+        paged.merge_states(v, s, out=torch.zeros(2, 4, 9))

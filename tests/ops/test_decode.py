@@ -146,7 +146,7 @@ def test_graph_replay_with_changed_lengths():
 
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_append_writes_exactly_the_new_slots(layout):
-    from ember.ops.decode import append_paged_kv_cache
+    from ember import append_paged_kv_cache
 
     cache, indptr, indices, last = make_cache(
         [5, 33], page_size=16, kv_heads=2, head_dim=128, layout=layout
@@ -180,7 +180,7 @@ def test_append_writes_exactly_the_new_slots(layout):
 
 
 def test_append_past_the_pages_writes_nothing():
-    from ember.ops.decode import append_paged_kv_cache
+    from ember import append_paged_kv_cache
 
     cache, indptr, indices, last = make_cache([5], page_size=16, kv_heads=2, head_dim=128)
     before = cache.clone()
@@ -264,7 +264,7 @@ def test_fp8_kv_matches_reference(head_dim):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_merge_states_matches_the_math(dtype):
-    from ember.ops.decode import merge_states
+    from ember import merge_states
 
     v = torch.randn(5, 3, 4, 128, device="cuda").to(dtype)
     s = torch.randn(5, 3, 4, device="cuda") * 4
@@ -281,7 +281,7 @@ def test_merge_states_matches_the_math(dtype):
 
 
 def test_merge_state_of_two_halves_equals_attention_over_both():
-    from ember.ops.decode import merge_state, single_decode
+    from ember import merge_state, single_decode
 
     k = torch.randn(2000, 4, 128, device="cuda").to(DT)
     v = torch.randn(2000, 4, 128, device="cuda").to(DT)

@@ -14,6 +14,12 @@ REPO = Path(__file__).resolve().parents[2]
 PUBLIC_OPS = {
     "rmsnorm": ("norm", "rmsnorm"),
     "fused_add_rmsnorm_": ("norm", "fused_add_rmsnorm"),
+    "plan_batch_decode": ("decode", "decode"),
+    "batch_decode": ("decode", "decode"),
+    "single_decode": ("decode", "decode"),
+    "append_paged_kv_cache": ("paged", "append_kv"),
+    "merge_states": ("paged", "merge_states"),
+    "merge_state": ("paged", "merge_states"),
 }
 
 

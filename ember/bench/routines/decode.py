@@ -41,10 +41,11 @@ from ember.testing.reference import page_table
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
 
-__all__ = ["append_kv", "decode", "decode_lengths", "parse_decode_shape"]
+__all__ = ["append_kv", "decode", "decode_lengths", "merge_states", "parse_decode_shape"]
 
-DECODE, APPEND = "decode", "append_kv"
+DECODE, APPEND, MERGE = "decode", "append_kv", "merge_states"
 _APPEND_BACKENDS = {"ember": ("default",), "flashinfer": ("default",)}
+_MERGE_BACKENDS = {"ember": ("default",), "flashinfer": ("default",)}
 _BACKENDS = {"ember": ("default",), "flashinfer": ("cuda_cores", "tensor_cores")}
 _KV_BYTES = {"same": None, "e4m3": 1}
 
@@ -284,8 +285,8 @@ def decode(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
 # --- append_kv ------------------------------------------------------------------------------
 
 
-def _append_arguments(p: argparse.ArgumentParser) -> None:
-    default = "256x1x8x128x16,8x512x8x128x16"
+def _int_shapes(n: int, label: str, names: str) -> Callable[[str], list[tuple[int, ...]]]:
+    """A ``--shapes`` parser: comma-separated shapes of ``n`` positive integers (``names``)."""
 
     def shapes(text: str) -> list[tuple[int, ...]]:
         out: list[tuple[int, ...]] = []
@@ -294,13 +295,20 @@ def _append_arguments(p: argparse.ArgumentParser) -> None:
             try:
                 shape = tuple(int(v) for v in parts)
             except ValueError:
-                raise argparse.ArgumentTypeError(f"append shape {item!r}: integers") from None
-            if len(shape) != 5 or min(shape) < 1:
+                raise argparse.ArgumentTypeError(f"{label} shape {item!r}: integers") from None
+            if len(shape) != n or min(shape) < 1:
                 raise argparse.ArgumentTypeError(
-                    f"append shape {item!r}: expected 5 positive integers BxNxHKxDxP"
+                    f"{label} shape {item!r}: expected {n} positive integers {names}"
                 )
             out.append(shape)
         return out
+
+    return shapes
+
+
+def _append_arguments(p: argparse.ArgumentParser) -> None:
+    default = "256x1x8x128x16,8x512x8x128x16"
+    shapes = _int_shapes(5, "append", "BxNxHKxDxP")
 
     p.add_argument(
         "--shapes",
@@ -376,11 +384,10 @@ def _append_case(
 
 def _append_ember(shape: tuple[int, ...], variant: str, args: argparse.Namespace) -> Impl | Skip:
     import ember
-    from ember.ops import decode as dec
 
     def prepare(i: Inputs) -> Callable[[], Any]:
         return functools.partial(
-            dec.append_paged_kv_cache,
+            ember.append_paged_kv_cache,
             i["k"],
             i["v"],
             i["batch_indices"],
@@ -438,3 +445,107 @@ _APPEND_BUILDERS: dict[str, Callable[..., Impl | Skip]] = {
 def append_kv(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
     """Every selected backend at every shape and dtype."""
     return _work(ctx, args, _APPEND_BACKENDS, _append_case, _APPEND_BUILDERS)
+
+
+# --- merge_states ---------------------------------------------------------------------------
+
+
+def _merge_arguments(p: argparse.ArgumentParser) -> None:
+    default = "4096x2x32x128,64x16x32x128"
+    p.add_argument(
+        "--shapes",
+        type=_int_shapes(4, "merge", "RxSxHxD"),
+        default=_int_shapes(4, "merge", "RxSxHxD")(default),
+        help=f"RxSxHxD: rows x states x heads x head_dim (default {default})",
+    )
+    p.add_argument(
+        "--dtypes",
+        type=lambda t: [parse_dtype(s) for s in t.split(",")],
+        default=["bf16"],
+        help="state dtype: bf16, fp16 or fp32 (default bf16)",
+    )
+
+
+def _merge_case(
+    ctx: BenchContext, shape: tuple[int, ...], dtype: str, args: argparse.Namespace
+) -> Case:
+    rows, states, heads, dim = shape
+    device = ctx.device
+
+    def make_inputs() -> Inputs:
+        torch = _torch()
+        return {
+            "v": torch.randn(rows, states, heads, dim, device=device).to(torch_dtype(dtype)),
+            "s": 4 * torch.randn(rows, states, heads, device=device),
+        }
+
+    def reference(i: Inputs) -> tuple[Any, ...]:
+        torch = _torch()
+        s = i["s"].double()
+        w = torch.softmax(s, dim=1)
+        out = (w[..., None] * i["v"].double()).sum(dim=1)
+        return (out.to(i["v"].dtype),)
+
+    e = itemsize(dtype)
+    return Case(
+        routine=MERGE,
+        shape=shape,
+        dtype=dtype,
+        make_inputs=make_inputs,
+        reference=reference,
+        outputs=lambda i, result: (result[0],),
+        nbytes=rows * heads * (states * (dim * e + 4) + dim * e + 4),
+        params={},
+        cli=("--shapes", format_shape(shape), "--dtypes", dtype),
+        reference_source="softmax-weighted sum in fp64",
+        tolerance=(2e-2, 2e-2) if e < 4 else (1e-4, 1e-4),
+    )
+
+
+def _merge_ember(shape: tuple[int, ...], variant: str, args: argparse.Namespace) -> Impl | Skip:
+    import ember
+
+    def prepare(i: Inputs) -> Callable[[], Any]:
+        torch = _torch()
+        rows, _, heads, dim = i["v"].shape
+        out = torch.full((rows, heads, dim), math.nan, dtype=i["v"].dtype, device=i["v"].device)
+        lse = torch.empty(rows, heads, dtype=torch.float32, device=i["v"].device)
+        return functools.partial(ember.merge_states, i["v"], i["s"], out=out, out_lse=lse)
+
+    return Impl("ember", variant, prepare, ember.__version__)
+
+
+def _merge_flashinfer(
+    shape: tuple[int, ...], variant: str, args: argparse.Namespace
+) -> Impl | Skip:
+    try:
+        fi = importlib.import_module("flashinfer")
+    except Exception as exc:
+        return Skip("flashinfer", variant, f"flashinfer is not importable ({exc})")
+    fn = getattr(fi, "merge_states", None)
+    if fn is None:
+        return Skip("flashinfer", variant, "no flashinfer.merge_states")
+
+    def prepare(i: Inputs) -> Callable[[], Any]:
+        # NOTE: FlashInfer's states carry base-2 LSEs; ember's (and the reference's) natural log.
+        s2 = (i["s"] * (1.0 / math.log(2.0))).contiguous()
+        return functools.partial(fn, i["v"], s2)
+
+    return Impl("flashinfer", variant, prepare, getattr(fi, "__version__", ""))
+
+
+_MERGE_BUILDERS: dict[str, Callable[..., Impl | Skip]] = {
+    "ember": _merge_ember,
+    "flashinfer": _merge_flashinfer,
+}
+
+
+@routine(
+    MERGE,
+    help="merge attention states (outputs and LSEs) of split attention",
+    backends=_MERGE_BACKENDS,
+    arguments=_merge_arguments,
+)
+def merge_states(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
+    """Every selected backend at every shape and dtype."""
+    return _work(ctx, args, _MERGE_BACKENDS, _merge_case, _MERGE_BUILDERS)
