@@ -249,9 +249,7 @@ def test_append_bad_inputs_raise_before_launch(changes: dict, err: type, pattern
 
 def test_append_layout_is_checked_in_python() -> None:
     with pytest.raises(ValueError, match=r"`layout` must be one of \('NHD', 'HND'\), got 'X'"):
-        paged.append_paged_kv_cache(
-            *list(append_args().values())[:4], None, None, None, layout="X"
-        )
+        paged.append_paged_kv_cache(*list(append_args().values())[:4], None, None, None, layout="X")
 
 
 @pytest.mark.parametrize(
