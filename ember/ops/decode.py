@@ -340,6 +340,14 @@ def _check_indices(kv_indices: Any) -> None:
 
 def _host_int32(arg: str, t: Any, ndim: int = 1) -> Any:
     torch = _torch()
+    if (
+        type(t) is torch.Tensor
+        and t.dtype is torch.int32
+        and t.device.type == "cpu"
+        and t.dim() == ndim
+        and t.is_contiguous()
+    ):
+        return t  # the engine's host copy: the per-step fast path
     if not isinstance(t, torch.Tensor):
         raise TypeError(
             f"plan_batch_decode: `{arg}` must be a torch.Tensor, got {type(t).__name__}"
@@ -516,18 +524,19 @@ def plan_batch_decode(
     merge = workspace.host_merge[: batch + 1]
     mod, wave = workspace.wave(qd, kd, head_dim, num_qo_heads // num_kv_heads)
     if mod is not None:  # wait for the last upload, plan, upload, in one call
-        n_work, chunk, n_partials = mod.plan_upload(
+        packed = mod.plan_upload(
             indptr, last, workspace.host_work, merge, page_size, num_kv_heads, window_left, wave,
             MIN_CHUNK, workspace.max_work, kv_indices.shape[0], workspace.host_tables,
             workspace.tables, workspace.event, workspace.graph,
         )  # fmt: skip
     else:
-        n_work, chunk, n_partials = _planner().plan(
+        packed = _planner().plan(
             indptr, last, workspace.host_work, merge, page_size, num_kv_heads, window_left, wave,
             MIN_CHUNK, workspace.max_work, kv_indices.shape[0],
         )  # fmt: skip
         if workspace.graph:  # requests past the batch merge nothing
             workspace.host_merge[batch + 1 :] = workspace.host_merge[batch]
+    n_work, n_partials, chunk = packed & 0xFFFF, (packed >> 16) & 0xFFFF, packed >> 32
     return DecodePlan(
         batch=batch,
         num_qo_heads=num_qo_heads,
@@ -542,9 +551,9 @@ def plan_batch_decode(
         window_left=window_left,
         k_scale=ks,
         v_scale=vs,
-        n_work=int(n_work),
-        chunk=int(chunk),
-        n_partials=int(n_partials),
+        n_work=n_work,
+        chunk=chunk,
+        n_partials=n_partials,
         workspace=workspace,
         kv_indptr=kv_indptr,
         kv_indices=kv_indices,

@@ -229,11 +229,11 @@ void destroy_event(int64_t event) {
 // plan_batch_decode on a GPU, in one call: wait until the previous upload of `host_tables` has
 // been read, plan into them (work rows, then merge_indptr), pad merge_indptr past the batch for a
 // graph workspace, copy them to `dev_tables` on the current stream and record `event` after.
-tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_upload(
-    TensorView indptr, TensorView last_page_len, TensorView work, TensorView merge_indptr,
-    int64_t page_size, int64_t kv_heads, int64_t window_left, int64_t target_ctas,
-    int64_t min_chunk, int64_t max_partials, int64_t num_indices, TensorView host_tables,
-    TensorView dev_tables, int64_t event, bool pad_merge) {
+int64_t plan_upload(TensorView indptr, TensorView last_page_len, TensorView work,
+                    TensorView merge_indptr, int64_t page_size, int64_t kv_heads,
+                    int64_t window_left, int64_t target_ctas, int64_t min_chunk,
+                    int64_t max_partials, int64_t num_indices, TensorView host_tables,
+                    TensorView dev_tables, int64_t event, bool pad_merge) {
   constexpr const char* fn = "plan_batch_decode";
   b::expect_device(fn, "host_tables", host_tables, kDLCPU, "cpu");
   b::expect_dtype(fn, "dev_tables", dev_tables, kI32);
@@ -250,9 +250,9 @@ tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_upload(
     TVM_FFI_THROW(RuntimeError) << fn << ": waiting for the previous plan's upload failed: "
                                 << cudaGetErrorString(err);
   }
-  auto r = ember::decode_binding::plan_tables(indptr, last_page_len, work, merge_indptr, page_size,
-                                              kv_heads, window_left, target_ctas, min_chunk,
-                                              max_partials, num_indices);
+  const int64_t r = ember::decode_binding::plan_tables(
+      indptr, last_page_len, work, merge_indptr, page_size, kv_heads, window_left, target_ctas,
+      min_chunk, max_partials, num_indices);
   if (pad_merge) {  // requests past the batch merge nothing (to the end of the host tables)
     auto* m = static_cast<int32_t*>(merge_indptr.data_ptr());
     const auto* begin = static_cast<int32_t*>(host_tables.data_ptr());

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <tvm/ffi/container/tensor.h>
-#include <tvm/ffi/container/tuple.h>
 
 #include <cstdint>
 #include <utility>
@@ -19,10 +18,12 @@ using tvm::ffi::TensorView;
 namespace b = ember::binding;
 namespace d = ember::decode;
 
-inline tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_tables(
-    TensorView indptr, TensorView last_page_len, TensorView work, TensorView merge_indptr,
-    int64_t page_size, int64_t kv_heads, int64_t window_left, int64_t target_ctas,
-    int64_t min_chunk, int64_t max_partials, int64_t num_indices) {
+// Returns n_work | n_partials << 16 | chunk << 32 (one integer: a tuple costs microseconds to
+// unpack in Python; n_work and n_partials are < 65536 by the workspace's limit).
+inline int64_t plan_tables(TensorView indptr, TensorView last_page_len, TensorView work,
+                           TensorView merge_indptr, int64_t page_size, int64_t kv_heads,
+                           int64_t window_left, int64_t target_ctas, int64_t min_chunk,
+                           int64_t max_partials, int64_t num_indices) {
   constexpr const char* fn = "plan_batch_decode";
   const DLDataType i32{kDLInt, 32, 1};
   for (auto [name, t] : {std::pair<const char*, TensorView>{"kv_indptr", indptr},
@@ -100,7 +101,8 @@ inline tvm::ffi::Tuple<int64_t, int64_t, int64_t> plan_tables(
     TVM_FFI_THROW(ValueError) << fn << ": `kv_indptr[-1]` = " << a.indptr[a.batch]
                               << " pages but `kv_indices` has " << num_indices;
   }
-  return tvm::ffi::Tuple<int64_t, int64_t, int64_t>(r.n_work, r.chunk, r.n_partials);
+  return static_cast<int64_t>(r.n_work) | static_cast<int64_t>(r.n_partials) << 16 |
+         static_cast<int64_t>(r.chunk) << 32;
 }
 
 }  // namespace decode_binding
