@@ -93,3 +93,27 @@ def test_append_case_reference_writes_each_token_to_its_slot() -> None:
 def test_append_routine_is_registered() -> None:
     r = routines.get_routine("append_kv")
     assert r.backends == {"ember": ("default",), "flashinfer": ("default",)}
+
+
+def test_merge_states_reference_merges_by_natural_log_lse() -> None:
+    torch = pytest.importorskip("torch")
+    from ember.bench.routines.decode import _merge_case
+
+    ctx = argparse.Namespace(device="cpu")
+    case = _merge_case(ctx, (3, 2, 4, 16), "fp32", argparse.Namespace())  # type: ignore[arg-type]
+    inputs = case.make_inputs()
+    (out,) = case.reference(inputs)
+    v, s = inputs["v"].double(), inputs["s"].double()
+    # two states by hand: weights e^{s_i} / (e^{s_0} + e^{s_1})
+    w0 = 1.0 / (1.0 + torch.exp(s[:, 1] - s[:, 0]))
+    want = w0[..., None] * v[:, 0] + (1 - w0[..., None]) * v[:, 1]
+    torch.testing.assert_close(out.double(), want, rtol=1e-6, atol=1e-6)
+    assert case.nbytes == 3 * 4 * (2 * (16 * 4 + 4) + 16 * 4 + 4)
+
+
+def test_merge_states_shapes_parse_and_reject() -> None:
+    p = argparse.ArgumentParser()
+    routines.get_routine("merge_states").add_arguments(p)
+    assert p.parse_args(["--shapes", "8x2x4x64"]).shapes == [(8, 2, 4, 64)]
+    with pytest.raises(SystemExit):
+        p.parse_args(["--shapes", "8x2x4"])
