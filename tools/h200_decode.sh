@@ -35,6 +35,7 @@ $B --shapes 64x4096x32x8x128x16 --lengths pareto > $OUT/t_skewed.md 2>&1; tail -
 $B --shapes 4x32768x32x8x128x16,32x4096x32x8x128x1 > $OUT/t_small_page1.md 2>&1; tail -6 $OUT/t_small_page1.md
 $B --shapes 64x4096x32x8x128x16 --kv-dtype e4m3 > $OUT/t_fp8.md 2>&1; tail -4 $OUT/t_fp8.md
 python3 -m ember.bench append_kv --backends ember,flashinfer --out $OUT/bench.jsonl -q > $OUT/t_append.md 2>&1; tail -4 $OUT/t_append.md
+python3 -m ember.bench merge_states --backends ember,flashinfer --out $OUT/bench.jsonl -q > $OUT/t_merge.md 2>&1; tail -4 $OUT/t_merge.md
 [ "${SKIP_REST:-0}" = 1 ] && exit 0
 echo "== the rest of the suite"
 timeout 300 python3 -m pytest -q tests -p no:cacheprovider --ignore=tests/ops/test_decode.py 2>&1 | tail -4 | tee -a $OUT/tests.txt
