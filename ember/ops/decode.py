@@ -447,7 +447,8 @@ def plan_batch_decode(
         A :class:`DecodeWorkspace` on the same device; the plan is written into its tables.
     q_dtype, kv_dtype:
         ``bf16`` / ``fp16`` (or the torch dtypes); ``kv_dtype`` also ``e4m3`` (fp8 with per-tensor
-        ``k_scale`` / ``v_scale``); defaults to ``q_dtype``.
+        ``k_scale`` / ``v_scale``; NaN encodings in an fp8 cache give unspecified results);
+        defaults to ``q_dtype``.
     layout:
         ``NHD`` or ``HND``.
     sm_scale:

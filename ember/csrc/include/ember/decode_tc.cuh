@@ -1,5 +1,6 @@
-// Batch decode with tensor cores (mma.sync m16n8k16, bf16/fp16 K and V; head_dim 64 or 128).
-// Framework-free (R3.1, R3.2).
+// Batch decode with tensor cores (mma.sync m16n8k16; head_dim 64 or 128; bf16/fp16 K and V, or
+// fp8 e4m3 K and V run in fp16 after an exact bit-level conversion in shared memory: fp8 NaN
+// encodings read as +-480). Framework-free (R3.1, R3.2).
 //
 // One CTA per (work unit, kv head), 4 warps. K and V stream through shared memory in tiles of
 // kTile tokens with cp.async (kStages deep, rows gathered through the page table, zero-filled
@@ -121,26 +122,30 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return static_cast<uint32_t>(a.bits) | (static_cast<uint32_t>(b.bits) << 16);
 }
 
-// Two e4m3 values (low byte first) as one register of two 16-bit T.
-template <typename T>
-__device__ __forceinline__ uint32_t fp8x2_to(uint16_t v) {
-  uint32_t h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(v));
-  if constexpr (std::is_same_v<T, half>) {
-    return h2;
-  } else {
-    float lo, hi;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(static_cast<uint16_t>(h2 & 0xffffu)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(static_cast<uint16_t>(h2 >> 16)));
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-  }
+// Four e4m3 values (one register, low byte first) as two registers of two fp16, each exactly
+// the e4m3 value times 2^-8: the e4m3 exponent and mantissa bits are moved into fp16's
+// positions and the exponent bias (7 vs 15) is left in the result, folded into the scales.
+// e4m3 subnormals land on fp16 subnormals, so every value (zero included) is exact. Byte
+// permutes and logic ops only: the conversion instructions (cvt) run at a quarter of their rate
+// and made the fp8 kernel conversion-bound.
+__device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  uint32_t x0, x1;
+  asm("prmt.b32 %0, %1, 0, 0x4140;" : "=r"(x0) : "r"(w));  // [b0, 0, b1, 0]
+  asm("prmt.b32 %0, %1, 0, 0x4342;" : "=r"(x1) : "r"(w));  // [b2, 0, b3, 0]
+  lo = ((x0 << 8) & 0x80008000u) | ((x0 << 7) & 0x3f803f80u);
+  hi = ((x1 << 8) & 0x80008000u) | ((x1 << 7) & 0x3f803f80u);
 }
+// NOTE: an fp8 K/V element converted by e4m3x4_to_half is 2^-8 times its value; a bf16 query is
+// scaled by 2^-4 into fp16 (exact, and finite for |q| < 2^20).
+constexpr float kFp8Unscale = 256.f;
+constexpr float kBf16QScale = 0.0625f;
 
 template <typename T, typename TKV, int D, int G>
 __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kernel(Params p) {
   constexpr bool kFp8 = sizeof(TKV) == 1;
+  // fp8 K/V run the MMAs in fp16 (the cheap exact conversion above), whatever q's type.
+  using TM = std::conditional_t<kFp8, half, T>;
+  constexpr bool kQConvert = !std::is_same_v<T, TM>;  // bf16 q with fp8 K/V
   using S = Smem<D, sizeof(TKV)>;
   constexpr int kNT = D / 8;   // n-tiles of O
   constexpr int kKS = D / 16;  // k-steps of Q K^T
@@ -168,8 +173,25 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
     const int r = i / S::kChunks, c = i % S::kChunks;
     const T* src = static_cast<const T*>(p.q) + req * p.q_stride_b +
                    (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
-    cp_async16(smem_u32(q_smem + swz<D>(r, c)), src, r < G);
+    if constexpr (kQConvert) {
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (r < G) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(src);
+        const T* e = reinterpret_cast<const T*>(&raw);
+        v = make_uint4(pack2<TM>(to_float(e[0]) * kBf16QScale, to_float(e[1]) * kBf16QScale),
+                       pack2<TM>(to_float(e[2]) * kBf16QScale, to_float(e[3]) * kBf16QScale),
+                       pack2<TM>(to_float(e[4]) * kBf16QScale, to_float(e[5]) * kBf16QScale),
+                       pack2<TM>(to_float(e[6]) * kBf16QScale, to_float(e[7]) * kBf16QScale));
+      }
+      *reinterpret_cast<uint4*>(q_smem + swz<D>(r, c)) = v;
+    } else {
+      cp_async16(smem_u32(q_smem + swz<D>(r, c)), src, r < G);
+    }
   }
+  // Scales of the logits and the output, with the fp8 path's exponent offsets undone.
+  const float k_scale =
+      kFp8 ? p.k_scale * kFp8Unscale * (kQConvert ? 1.f / kBf16QScale : 1.f) : p.k_scale;
+  const float v_scale = kFp8 ? p.v_scale * kFp8Unscale : p.v_scale;
   const int n_tiles = (kv_end - kv_start + kTile - 1) / kTile;
   // 16-bit rows land swizzled, ready for ldmatrix; fp8 rows land plain and are converted.
   auto kv_off = [](int r, int c) {
@@ -252,7 +274,7 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
     const unsigned char* ks = pipe + (tile % kStages) * S::kStageBytes;
     const unsigned char* vs = ks + S::kKvTileBytes;
     if constexpr (kFp8) {
-      // 16 e4m3 values -> two swizzled 16-byte chunks of T (scales are applied in fp32 later).
+      // 16 e4m3 values -> two swizzled 16-byte chunks of fp16 (x 2^-8, undone in the scales).
       for (int i = tid; i < 2 * kTile * S::kKvChunks; i += kWarps * 32) {
         const int which = i / (kTile * S::kKvChunks);
         const int rc = i % (kTile * S::kKvChunks);
@@ -262,10 +284,7 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
         const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
         uint32_t o[8];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          o[2 * j] = fp8x2_to<T>(static_cast<uint16_t>(w[j] & 0xffffu));
-          o[2 * j + 1] = fp8x2_to<T>(static_cast<uint16_t>(w[j] >> 16));
-        }
+        for (int j = 0; j < 4; ++j) e4m3x4_to_half(w[j], o[2 * j], o[2 * j + 1]);
         unsigned char* dst = conv + which * S::kTileBytes;
         *reinterpret_cast<uint4*>(dst + swz<D>(r, 2 * c)) = make_uint4(o[0], o[1], o[2], o[3]);
         *reinterpret_cast<uint4*>(dst + swz<D>(r, 2 * c + 1)) = make_uint4(o[4], o[5], o[6], o[7]);
@@ -283,8 +302,8 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
       const int r = row0 + (lane / 16) * 8 + lane % 8;
       const int c = 2 * k + (lane / 8) % 2;
       ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
-      mma<T>(sc[0], qa[k], b[0], b[1]);
-      mma<T>(sc[1], qa[k], b[2], b[3]);
+      mma<TM>(sc[0], qa[k], b[0], b[1]);
+      mma<TM>(sc[1], qa[k], b[2], b[3]);
     }
     // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
     const int tok0 = kv_start + tile * kTile + row0 + (lane % 4) * 2;
@@ -293,7 +312,7 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
     for (int n = 0; n < 2; ++n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        float x = sc[n][j] * scale * p.k_scale;
+        float x = sc[n][j] * scale * k_scale;
         if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap) * kLog2e;
         const int t = tok0 + n * 8 + (j & 1);
         x = t < kv_end ? x : -INFINITY;
@@ -334,18 +353,18 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
     }
     // O += P V: P (16 x 16 tokens) from the S accumulators.
     uint32_t pa[4];
-    pa[0] = pack2<T>(sc[0][0], sc[0][1]);
-    pa[1] = pack2<T>(sc[0][2], sc[0][3]);
-    pa[2] = pack2<T>(sc[1][0], sc[1][1]);
-    pa[3] = pack2<T>(sc[1][2], sc[1][3]);
+    pa[0] = pack2<TM>(sc[0][0], sc[0][1]);
+    pa[1] = pack2<TM>(sc[0][2], sc[0][3]);
+    pa[2] = pack2<TM>(sc[1][0], sc[1][1]);
+    pa[3] = pack2<TM>(sc[1][2], sc[1][3]);
 #pragma unroll
     for (int n = 0; n < kNT; n += 2) {
       uint32_t b[4];
       const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
       const int c = n + lane / 16;  // chunk = 8 columns of d
       ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
-      mma<T>(o[n], pa, b[0], b[1]);
-      mma<T>(o[n + 1], pa, b[2], b[3]);
+      mma<TM>(o[n], pa, b[0], b[1]);
+      mma<TM>(o[n + 1], pa, b[2], b[3]);
     }
     __syncthreads();  // the stage is refilled next iteration
   }
@@ -387,7 +406,7 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
         acc += so[(k * 16 + g) * S::kOStride + d] * c;
       }
     }
-    const float out = sum > 0.f ? acc * p.v_scale / sum : 0.f;
+    const float out = sum > 0.f ? acc * v_scale / sum : 0.f;
     const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
     write_result<T, D>(p, req, slot, kv_head * G + g, d, out, lse);
   }
