@@ -38,4 +38,7 @@ python3 -m ember.bench append_kv --backends ember,flashinfer --out $OUT/bench.js
 python3 -m ember.bench merge_states --backends ember,flashinfer --out $OUT/bench.jsonl -q > $OUT/t_merge.md 2>&1; tail -4 $OUT/t_merge.md
 [ "${SKIP_REST:-0}" = 1 ] && exit 0
 echo "== the rest of the suite"
-timeout 300 python3 -m pytest -q tests -p no:cacheprovider --ignore=tests/ops/test_decode.py 2>&1 | tail -4 | tee -a $OUT/tests.txt
+timeout 240 python3 -m pytest -q tests -p no:cacheprovider --ignore=tests/ops/test_decode.py 2>&1 | tail -4 | tee -a $OUT/tests.txt
+[ -n "${PROBE:-}" ] || exit 0
+echo "== probe: $PROBE"
+timeout 90 python3 tools/decode_probe.py $PROBE 2>&1 | tee $OUT/probe.txt | grep -v "^built"
