@@ -263,14 +263,17 @@ def test_fp8_kv_matches_reference(head_dim):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
-def test_merge_states_matches_the_math(dtype):
+@pytest.mark.parametrize(("states", "dim"), [(3, 128), (40, 64), (2, 100), (3, 300)])
+def test_merge_states_matches_the_math(dtype, states, dim):
+    # dims up to 256 in registers (100: a partial last lane slice), 300 the strided path;
+    # 40 states: more than a warp's lanes in the max/sum reduction
     from ember import merge_states
 
-    v = torch.randn(5, 3, 4, 128, device="cuda").to(dtype)
-    s = torch.randn(5, 3, 4, device="cuda") * 4
+    v = torch.randn(5, states, 4, dim, device="cuda").to(dtype)
+    s = torch.randn(5, states, 4, device="cuda") * 4
     s[0, :, 0] = float("-inf")  # a row with no keys at all
     s[1, 1, :] = float("-inf")  # one empty state
-    out = torch.full((5, 4, 128), float("nan"), device="cuda", dtype=dtype)
+    out = torch.full((5, 4, dim), float("nan"), device="cuda", dtype=dtype)
     got, lse = merge_states(v, s, out=out)
     want_lse = torch.logsumexp(s.double(), dim=1)
     w = torch.nan_to_num(torch.exp(s.double() - want_lse[:, None]), nan=0.0)

@@ -102,39 +102,76 @@ __global__ void __launch_bounds__(kAppendThreads) append_kernel(AppendParams p) 
 
 // Merge attention states: for each (row, head), out = sum_i w_i v_i and lse = log sum_i e^{s_i}
 // with w_i = e^{s_i - lse} (natural-log LSEs; an all -inf row gives 0 and -inf).
+// One warp per (row, head): the lanes reduce the states' max and sum, then each lane owns the
+// elements lane, lane + 32, ... of the row (coalesced). For dim <= 256 a lane's elements of a
+// state are all loaded before they are used (up to 8 independent loads in flight per state).
+constexpr int kMergeWarps = 4;
+constexpr int kMergePerLane = 8;  // dim <= 256 in registers
+
 template <typename T>
-__global__ void __launch_bounds__(128) merge_states_kernel(MergeParams p) {
-  const int64_t row = blockIdx.x;
-  const int h = blockIdx.y;
-  const float* s = p.s + row * p.s_stride_row + h;
+__global__ void __launch_bounds__(kMergeWarps * 32) merge_states_kernel(MergeParams p) {
+  const int lane = threadIdx.x % 32;
+  const int64_t pair = static_cast<int64_t>(blockIdx.x) * kMergeWarps + threadIdx.x / 32;
+  if (pair >= p.rows * p.heads) return;
+  const int64_t row = pair / p.heads;
+  const int h = static_cast<int>(pair % p.heads);
+  const float* __restrict__ s = p.s + row * p.s_stride_row + h;
   float mx = -INFINITY;
-  for (int i = 0; i < p.states; ++i) mx = fmaxf(mx, s[i * p.s_stride_state]);
+  for (int i = lane; i < p.states; i += 32) mx = fmaxf(mx, s[i * p.s_stride_state]);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   float sum = 0.f;
   if (mx != -INFINITY) {
-    for (int i = 0; i < p.states; ++i) sum += __expf(s[i * p.s_stride_state] - mx);
+    for (int i = lane; i < p.states; i += 32) sum += __expf(s[i * p.s_stride_state] - mx);
   }
-  const T* v = static_cast<const T*>(p.v) + row * p.v_stride_row + h * p.v_stride_head;
-  T* out = static_cast<T*>(p.v_out) + row * p.o_stride_row + h * p.o_stride_head;
-  for (int d = threadIdx.x; d < p.dim; d += blockDim.x) {
-    float acc = 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const T* __restrict__ v = static_cast<const T*>(p.v) + row * p.v_stride_row + h * p.v_stride_head;
+  T* __restrict__ out = static_cast<T*>(p.v_out) + row * p.o_stride_row + h * p.o_stride_head;
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  if (p.dim <= 32 * kMergePerLane) {
+    float acc[kMergePerLane];
+#pragma unroll
+    for (int k = 0; k < kMergePerLane; ++k) acc[k] = 0.f;
     if (mx != -INFINITY) {
       for (int i = 0; i < p.states; ++i) {
-        acc += __expf(s[i * p.s_stride_state] - mx) * to_float(v[i * p.v_stride_state + d]);
+        const float w = __expf(s[i * p.s_stride_state] - mx);
+        const T* vi = v + i * p.v_stride_state;
+        float x[kMergePerLane];
+#pragma unroll
+        for (int k = 0; k < kMergePerLane; ++k) {
+          const int d = lane + 32 * k;
+          x[k] = d < p.dim ? to_float(vi[d]) : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < kMergePerLane; ++k) acc[k] += w * x[k];
       }
     }
-    out[d] = from_float<T>(sum > 0.f ? acc / sum : 0.f);
+#pragma unroll
+    for (int k = 0; k < kMergePerLane; ++k) {
+      const int d = lane + 32 * k;
+      if (d < p.dim) out[d] = from_float<T>(acc[k] * inv);
+    }
+  } else {
+    for (int d = lane; d < p.dim; d += 32) {
+      float acc = 0.f;
+      if (mx != -INFINITY) {
+        for (int i = 0; i < p.states; ++i) {
+          acc += __expf(s[i * p.s_stride_state] - mx) * to_float(v[i * p.v_stride_state + d]);
+        }
+      }
+      out[d] = from_float<T>(acc * inv);
+    }
   }
-  if (threadIdx.x == 0) {
-    p.s_out[row * p.heads + h] = sum > 0.f ? mx + logf(sum) : -INFINITY;
-  }
+  if (lane == 0) p.s_out[row * p.heads + h] = sum > 0.f ? mx + logf(sum) : -INFINITY;
 }
 
 template <typename T>
 cudaError_t merge_states(const MergeParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.heads == 0) return cudaSuccess;
+  const int64_t blocks = (p.rows * p.heads + kMergeWarps - 1) / kMergeWarps;
   return launch_kernel<merge_states_kernel<T>>(
-      dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.heads)), dim3(128), 0, stream,
-      false, p.device, p);
+      dim3(static_cast<unsigned>(blocks)), dim3(kMergeWarps * 32), 0, stream, false, p.device, p);
 }
 
 inline cudaError_t append(const AppendParams& p, cudaStream_t stream) {
