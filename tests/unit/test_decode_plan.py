@@ -280,7 +280,7 @@ def test_bad_options_raise(kw, err, pattern) -> None:
 
 def test_wrong_index_dtype_raises() -> None:
     indptr, indices, last = _args()
-    with pytest.raises(TypeError, match=r"kv_indptr` must be int32, got torch.int64"):
+    with pytest.raises(TypeError, match=r"kv_indptr` must have dtype int32, got int64"):
         _plan(indptr.long(), indices, last)
 
 

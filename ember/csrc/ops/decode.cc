@@ -227,13 +227,12 @@ void destroy_event(int64_t event) {
 }
 
 // plan_batch_decode on a GPU, in one call: wait until the previous upload of `host_tables` has
-// been read, plan into them (work rows, then merge_indptr), pad merge_indptr past the batch for a
-// graph workspace, copy them to `dev_tables` on the current stream and record `event` after.
-int64_t plan_upload(TensorView indptr, TensorView last_page_len, TensorView work,
-                    TensorView merge_indptr, int64_t page_size, int64_t kv_heads,
+// been read, plan into them (work rows [max_work, 4], then merge_indptr to the end), copy them to
+// `dev_tables` on the current stream and record `event` after.
+int64_t plan_upload(TensorView indptr, TensorView last_page_len, TensorView host_tables,
+                    TensorView dev_tables, int64_t max_work, int64_t page_size, int64_t kv_heads,
                     int64_t window_left, int64_t target_ctas, int64_t min_chunk,
-                    int64_t max_partials, int64_t num_indices, TensorView host_tables,
-                    TensorView dev_tables, int64_t event, bool pad_merge) {
+                    int64_t num_indices, int64_t event) {
   constexpr const char* fn = "plan_batch_decode";
   b::expect_device(fn, "host_tables", host_tables, kDLCPU, "cpu");
   b::expect_dtype(fn, "dev_tables", dev_tables, kI32);
@@ -241,34 +240,27 @@ int64_t plan_upload(TensorView indptr, TensorView last_page_len, TensorView work
   b::expect_contiguous(fn, "host_tables", host_tables);
   b::expect_contiguous(fn, "dev_tables", dev_tables);
   b::expect_device(fn, "dev_tables", dev_tables, kDLCUDA, "a CUDA device");
-  if (dev_tables.numel() != host_tables.numel()) {
-    TVM_FFI_THROW(ValueError) << fn << ": the workspace's device tables hold " << dev_tables.numel()
-                              << " ints, its host tables " << host_tables.numel();
+  const int64_t n = host_tables.numel();
+  if (dev_tables.numel() != n || max_work < 1 || max_work * d::kWorkFields >= n) {
+    TVM_FFI_THROW(ValueError) << fn << ": the workspace's tables do not match (" << n
+                              << " host ints, " << dev_tables.numel() << " device ints, "
+                              << max_work << " work rows)";
   }
   auto ev = reinterpret_cast<cudaEvent_t>(static_cast<intptr_t>(event));
   if (const cudaError_t err = cudaEventSynchronize(ev); err != cudaSuccess) {
     TVM_FFI_THROW(RuntimeError) << fn << ": waiting for the previous plan's upload failed: "
                                 << cudaGetErrorString(err);
   }
-  const int64_t r = ember::decode_binding::plan_tables(
-      indptr, last_page_len, work, merge_indptr, page_size, kv_heads, window_left, target_ctas,
-      min_chunk, max_partials, num_indices);
-  if (pad_merge) {  // requests past the batch merge nothing (to the end of the host tables)
-    auto* m = static_cast<int32_t*>(merge_indptr.data_ptr());
-    const auto* begin = static_cast<int32_t*>(host_tables.data_ptr());
-    const int32_t* end = begin + host_tables.numel();
-    const int64_t batch = last_page_len.shape()[0];
-    if (m < begin || m + batch + 1 > end) {
-      TVM_FFI_THROW(ValueError) << fn << ": `merge_indptr` must be a view of the host tables";
-    }
-    for (int32_t* x = m + batch + 1; x < end; ++x) *x = m[batch];
-  }
+  auto* tables = static_cast<int32_t*>(host_tables.data_ptr());
+  const int64_t work_ints = max_work * d::kWorkFields;
+  const int64_t r = ember::decode_binding::plan_into(
+      indptr, last_page_len, tables, max_work, tables + work_ints, n - work_ints, page_size,
+      kv_heads, window_left, target_ctas, min_chunk, max_work, num_indices);
   const int device = dev_tables.device().device_id;
   ember::DeviceScope scope(device);
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
-  cudaError_t err =
-      cudaMemcpyAsync(dev_tables.data_ptr(), host_tables.data_ptr(),
-                      static_cast<size_t>(host_tables.numel()) * 4, cudaMemcpyHostToDevice, stream);
+  cudaError_t err = cudaMemcpyAsync(dev_tables.data_ptr(), tables, static_cast<size_t>(n) * 4,
+                                    cudaMemcpyHostToDevice, stream);
   if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
   if (err != cudaSuccess) {
     TVM_FFI_THROW(RuntimeError) << fn << ": uploading the plan failed: " << cudaGetErrorString(err);
