@@ -1,6 +1,7 @@
 """Host time of one decode plan: ember vs FlashInfer's two decode paths (device diagnostic).
 
     python tools/decode_plan_time.py [--batch 64] [--len 4096] [--lengths uniform|pareto]
+                                     [--peers cuda_cores,tensor_cores]
 
 Interleaved rounds (ember.bench.host.host_times_interleaved), 2000 plans per round, one sync per
 round. Both sides get host copies of indptr / last_page_len (FlashInfer's documented fast path;
@@ -27,6 +28,11 @@ def main() -> None:
     ap.add_argument("--lengths", default="uniform")
     ap.add_argument("--heads", default="32,8")
     ap.add_argument("--page", type=int, default=16)
+    ap.add_argument(
+        "--peers",
+        default="cuda_cores,tensor_cores",
+        help="FlashInfer decode paths whose plan() is timed (each may JIT-compile on first use)",
+    )
     a = ap.parse_args()
     hq, hk = (int(x) for x in a.heads.split(","))
     dim, page = 128, a.page
@@ -52,7 +58,7 @@ def main() -> None:
     try:
         import flashinfer
 
-        for tc in (False, True):
+        for tc in [p == "tensor_cores" for p in a.peers.split(",") if p]:
             buf = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
             w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(buf, "NHD", use_tensor_cores=tc)
             fns[f"flashinfer[{'tensor_cores' if tc else 'cuda_cores'}]"] = lambda w=w: w.plan(

@@ -31,6 +31,8 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "s2": "-DEMBER_DECODE_STAGES16=2 -DEMBER_DECODE_STAGES8=2 -DEMBER_DECODE_MINB=3",
     "f3": "-DEMBER_DECODE_STAGES8=3",
     "v1": "-DEMBER_DECODE_TC=0",
+    "fp8r2": "-DEMBER_DECODE_MINB=2",  # the register fp8 path at 2 CTAs per SM
+    "fp8pass": "-DEMBER_DECODE_FP8_REGS=0",  # fp8 through a 16-bit shared-memory copy
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

@@ -225,30 +225,41 @@ def test_single_decode_matches_reference(layout):
     torch.testing.assert_close(lse, want_lse[0], rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("head_dim", [64, 128, 256])  # tensor cores, and CUDA cores at 256
-def test_fp8_kv_matches_reference(head_dim):
+@pytest.mark.parametrize(
+    ("head_dim", "qo_heads", "q_dtype"),
+    [
+        (64, 32, torch.bfloat16),
+        (128, 32, torch.bfloat16),
+        (256, 32, torch.bfloat16),  # the CUDA-core kernel
+        (128, 8, torch.float16),  # group 1, fp16 q (no query rescaling)
+        (128, 64, torch.bfloat16),  # group 8: every query row of the MMA block used
+    ],
+    ids=str,
+)
+def test_fp8_kv_matches_reference(head_dim, qo_heads, q_dtype):
     cache, indptr, indices, last = make_cache(
         [700, 3000], page_size=16, kv_heads=8, head_dim=head_dim
     )
     cache8 = cache.to(torch.float8_e4m3fn)
-    ws = DecodeWorkspace("cuda", max_batch=2, num_qo_heads=32, head_dim=head_dim)
+    ws = DecodeWorkspace("cuda", max_batch=2, num_qo_heads=qo_heads, head_dim=head_dim)
     plan = plan_batch_decode(
         indptr.cuda(),
         indices.cuda(),
         last.cuda(),
-        num_qo_heads=32,
+        num_qo_heads=qo_heads,
         num_kv_heads=8,
         head_dim=head_dim,
         page_size=16,
         workspace=ws,
         kv_dtype="e4m3",
+        q_dtype=q_dtype,
         k_scale=0.5,
         v_scale=2.0,
         host_indptr=indptr,
         host_last_page_len=last,
     )
-    q = torch.randn(2, 32, head_dim, device="cuda").to(DT)
-    out = batch_decode(q, cache8, plan)
+    q = torch.randn(2, qo_heads, head_dim, device="cuda").to(q_dtype)
+    out = batch_decode(q, cache8, plan, out=torch.full_like(q, float("nan")))
     want, _ = batch_decode_ref(
         q,
         cache8[:, 0].float(),

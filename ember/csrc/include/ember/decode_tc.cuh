@@ -34,9 +34,23 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 #ifndef EMBER_DECODE_STAGES8
 #define EMBER_DECODE_STAGES8 4
 #endif
-#ifndef EMBER_DECODE_MINB
-#define EMBER_DECODE_MINB 1  // resident CTAs per SM the register allocation must allow
+// fp8 K/V: 1 (default) converts the fragments in registers straight from the raw tiles (no
+// shared-memory pass, no query block in shared memory); 0 converts whole tiles into a 16-bit
+// shared-memory copy first (the first fp8 kernel, kept for A/B runs).
+#ifndef EMBER_DECODE_FP8_REGS
+#define EMBER_DECODE_FP8_REGS 1
 #endif
+// Resident CTAs per SM the register allocation must allow: 16-bit K/V use 100 KB of shared
+// memory (2 per SM whatever the registers); the register fp8 path uses 64 KB, so 3 fit when the
+// registers do (<= 168 per thread). EMBER_DECODE_MINB overrides both (A/B probes).
+template <int KVB>
+constexpr int min_blocks() {
+#ifdef EMBER_DECODE_MINB
+  return EMBER_DECODE_MINB;
+#else
+  return KVB == 1 && EMBER_DECODE_FP8_REGS ? 3 : 1;
+#endif
+}
 template <int KVB>
 constexpr int stages() {
   return KVB == 1 ? EMBER_DECODE_STAGES8 : EMBER_DECODE_STAGES16;
@@ -54,8 +68,9 @@ struct Smem {
   static constexpr int kKvChunks = kKvRowBytes / 16;
   static constexpr int kKvTileBytes = kTile * kKvRowBytes;
   static constexpr int kStageBytes = 2 * kKvTileBytes;  // K and V
-  static constexpr int kQBytes = 16 * kRowBytes;        // the 16-row query block
-  static constexpr int kConvBytes = KVB == 1 ? 2 * kTileBytes : 0;
+  static constexpr bool kFp8Regs = KVB == 1 && EMBER_DECODE_FP8_REGS;
+  static constexpr int kQBytes = kFp8Regs ? 0 : 16 * kRowBytes;  // the 16-row query block
+  static constexpr int kConvBytes = KVB == 1 && !kFp8Regs ? 2 * kTileBytes : 0;
   static constexpr int kPipeBytes = kStages * kStageBytes;
   // NOTE: combine rows padded by 8 floats and written as float2: each half-warp's 16 stores then
   // cover 16 distinct bank pairs (unpadded D-float rows put a warp's stores on 4 banks, 8-way).
@@ -135,18 +150,40 @@ __device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_
   lo = ((x0 << 8) & 0x80008000u) | ((x0 << 7) & 0x3f803f80u);
   hi = ((x1 << 8) & 0x80008000u) | ((x1 << 7) & 0x3f803f80u);
 }
+// The same conversion of two byte pairs picked by prmt selectors: Lo/Hi name the two bytes of
+// `w` that become the low and high halves of `lo`, `hi` (0x4140: bytes 0,1; 0x4342: bytes 2,3;
+// 0x4240: bytes 0,2; 0x4341: bytes 1,3 — the last two transpose a 2x2 block of bytes).
+template <unsigned Lo, unsigned Hi>
+__device__ __forceinline__ void e4m3_pairs_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  uint32_t x0, x1;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x0) : "r"(w), "n"(Lo));
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x1) : "r"(w), "n"(Hi));
+  lo = ((x0 << 8) & 0x80008000u) | ((x0 << 7) & 0x3f803f80u);
+  hi = ((x1 << 8) & 0x80008000u) | ((x1 << 7) & 0x3f803f80u);
+}
+
+// Byte offset of 16-byte chunk `c` of row `r` in a raw fp8 tile of ROW-byte rows, swizzled so
+// that any 8 consecutive rows' chunk c fall on distinct bank groups (ldmatrix conflict-free).
+template <int ROW>
+__device__ __forceinline__ int swz8(int r, int c) {
+  constexpr int kNC = ROW / 16;  // chunks per row: 4 (d64) or 8 (d128)
+  return r * ROW + ((c ^ ((r * kNC / 8) % kNC)) << 4);
+}
+
 // NOTE: an fp8 K/V element converted by e4m3x4_to_half is 2^-8 times its value; a bf16 query is
 // scaled by 2^-4 into fp16 (exact, and finite for |q| < 2^20).
 constexpr float kFp8Unscale = 256.f;
 constexpr float kBf16QScale = 0.0625f;
 
 template <typename T, typename TKV, int D, int G>
-__global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kernel(Params p) {
+__global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
+    decode_tc_kernel(Params p) {
   constexpr bool kFp8 = sizeof(TKV) == 1;
   // fp8 K/V run the MMAs in fp16 (the cheap exact conversion above), whatever q's type.
   using TM = std::conditional_t<kFp8, half, T>;
   constexpr bool kQConvert = !std::is_same_v<T, TM>;  // bf16 q with fp8 K/V
   using S = Smem<D, sizeof(TKV)>;
+  constexpr bool kRegs = S::kFp8Regs;
   constexpr int kNT = D / 8;   // n-tiles of O
   constexpr int kKS = D / 16;  // k-steps of Q K^T
   extern __shared__ __align__(128) unsigned char smem[];
@@ -168,8 +205,9 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
   const TKV* vb = static_cast<const TKV*>(p.v.base) + kv_head * p.v.head_stride;
   constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(TKV));
 
-  // Query block: rows 0..G-1 are the group's heads, the rest zero.
-  for (int i = tid; i < 16 * S::kChunks; i += kWarps * 32) {
+  // Query block: rows 0..G-1 are the group's heads, the rest zero (the register fp8 path reads
+  // its query fragments from global memory below instead).
+  for (int i = tid; i < (kRegs ? 0 : 16 * S::kChunks); i += kWarps * 32) {
     const int r = i / S::kChunks, c = i % S::kChunks;
     const T* src = static_cast<const T*>(p.q) + req * p.q_stride_b +
                    (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
@@ -195,7 +233,9 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
   const int n_tiles = (kv_end - kv_start + kTile - 1) / kTile;
   // 16-bit rows land swizzled, ready for ldmatrix; fp8 rows land plain and are converted.
   auto kv_off = [](int r, int c) {
-    if constexpr (kFp8) {
+    if constexpr (kRegs) {
+      return swz8<S::kKvRowBytes>(r, c);
+    } else if constexpr (kFp8) {
       return r * S::kKvRowBytes + c * 16;
     } else {
       return swz<D>(r, c);
@@ -253,6 +293,26 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
   for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   uint32_t qa[kKS][4];
   bool q_loaded = false;
+  if constexpr (kRegs) {
+    // K's fragments come from ldmatrix on raw fp8 rows: a thread holds bytes 4c..4c+3 (c = lane
+    // % 4) of a 16-element k-step, as (b0, b1) = elements (4c, 4c+1), (4c+2, 4c+3). The sum over
+    // head_dim does not care about order, so q's fragment is permuted the same way: a0 = q[4c,
+    // 4c+1], a2 = q[4c+2, 4c+3] of each k-step (rows >= G and the a1/a3 rows 8..15 are zero).
+    const int r = lane / 4, c = lane % 4;
+    const T* qrow = static_cast<const T*>(p.q) + req * p.q_stride_b +
+                    (kv_head * G + (r < G ? r : 0)) * p.q_stride_h;
+    const float qs = kQConvert ? kBf16QScale : 1.f;
+#pragma unroll
+    for (int k = 0; k < kKS; ++k) {
+      uint2 raw = make_uint2(0u, 0u);
+      if (r < G) raw = *reinterpret_cast<const uint2*>(qrow + 16 * k + 4 * c);
+      const T* e = reinterpret_cast<const T*>(&raw);
+      qa[k][0] = pack2<TM>(to_float(e[0]) * qs, to_float(e[1]) * qs);
+      qa[k][2] = pack2<TM>(to_float(e[2]) * qs, to_float(e[3]) * qs);
+      qa[k][1] = qa[k][3] = 0u;
+    }
+    q_loaded = true;
+  }
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int pf = tile + kStages - 1;
@@ -273,7 +333,7 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
     }
     const unsigned char* ks = pipe + (tile % kStages) * S::kStageBytes;
     const unsigned char* vs = ks + S::kKvTileBytes;
-    if constexpr (kFp8) {
+    if constexpr (kFp8 && !kRegs) {
       // 16 e4m3 values -> two swizzled 16-byte chunks of fp16 (x 2^-8, undone in the scales).
       for (int i = tid; i < 2 * kTile * S::kKvChunks; i += kWarps * 32) {
         const int which = i / (kTile * S::kKvChunks);
@@ -296,14 +356,33 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
     const int row0 = warp * 16;  // this warp's 16 tokens in the tile
     // S = Q K^T: two n-tiles of 8 tokens.
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    if constexpr (kRegs) {
+      // One x4 load: (tokens 0-7, k-steps k, k+1), (tokens 8-15, k, k+1); a 16-byte chunk of a
+      // raw fp8 row is one k-step.
 #pragma unroll
-    for (int k = 0; k < kKS; ++k) {
-      uint32_t b[4];
-      const int r = row0 + (lane / 16) * 8 + lane % 8;
-      const int c = 2 * k + (lane / 8) % 2;
-      ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
-      mma<TM>(sc[0], qa[k], b[0], b[1]);
-      mma<TM>(sc[1], qa[k], b[2], b[3]);
+      for (int k = 0; k < kKS; k += 2) {
+        uint32_t b[4];
+        const int r = row0 + (lane / 16) * 8 + lane % 8;
+        const int c = k + (lane / 8) % 2;
+        ldsm_x4(smem_u32(ks + swz8<S::kKvRowBytes>(r, c)), b);
+        uint32_t f[4][2];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
+        mma<TM>(sc[0], qa[k], f[0][0], f[0][1]);
+        mma<TM>(sc[0], qa[k + 1], f[1][0], f[1][1]);
+        mma<TM>(sc[1], qa[k], f[2][0], f[2][1]);
+        mma<TM>(sc[1], qa[k + 1], f[3][0], f[3][1]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kKS; ++k) {
+        uint32_t b[4];
+        const int r = row0 + (lane / 16) * 8 + lane % 8;
+        const int c = 2 * k + (lane / 8) % 2;
+        ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
+        mma<TM>(sc[0], qa[k], b[0], b[1]);
+        mma<TM>(sc[1], qa[k], b[2], b[3]);
+      }
     }
     // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
     const int tok0 = kv_start + tile * kTile + row0 + (lane % 4) * 2;
@@ -357,14 +436,35 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
     pa[1] = pack2<TM>(sc[0][2], sc[0][3]);
     pa[2] = pack2<TM>(sc[1][0], sc[1][1]);
     pa[3] = pack2<TM>(sc[1][2], sc[1][3]);
+    if constexpr (kRegs) {
+      // Transposed x4 loads of raw fp8 V: (tokens 0-7, chunk blk), (tokens 8-15, blk), then
+      // blk + 1. A thread gets tokens (2c, 2c+1) of bytes (2n, 2n+1) of the chunk (n = lane / 4):
+      // columns 2n and 2n+1 of the 16 head_dim elements. So accumulator tile 2 blk holds the
+      // even columns of chunk blk and tile 2 blk + 1 the odd ones (undone when combining).
 #pragma unroll
-    for (int n = 0; n < kNT; n += 2) {
-      uint32_t b[4];
-      const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
-      const int c = n + lane / 16;  // chunk = 8 columns of d
-      ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
-      mma<TM>(o[n], pa, b[0], b[1]);
-      mma<TM>(o[n + 1], pa, b[2], b[3]);
+      for (int blk = 0; blk < D / 16; blk += 2) {
+        uint32_t b[4];
+        const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
+        const int c = blk + lane / 16;
+        ldsm_x4_t(smem_u32(vs + swz8<S::kKvRowBytes>(r, c)), b);
+        uint32_t ev[4], od[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4240, 0x4341>(b[j], ev[j], od[j]);
+        mma<TM>(o[2 * blk], pa, ev[0], ev[1]);
+        mma<TM>(o[2 * blk + 1], pa, od[0], od[1]);
+        mma<TM>(o[2 * blk + 2], pa, ev[2], ev[3]);
+        mma<TM>(o[2 * blk + 3], pa, od[2], od[3]);
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kNT; n += 2) {
+        uint32_t b[4];
+        const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
+        const int c = n + lane / 16;  // chunk = 8 columns of d
+        ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
+        mma<TM>(o[n], pa, b[0], b[1]);
+        mma<TM>(o[n + 1], pa, b[2], b[3]);
+      }
     }
     __syncthreads();  // the stage is refilled next iteration
   }
@@ -383,11 +483,21 @@ __global__ void __launch_bounds__(kWarps * 32, EMBER_DECODE_MINB) decode_tc_kern
       sm[warp * 16 + r] = m[h];
       sl[warp * 16 + r] = l[h];
     }
+    if constexpr (kRegs) {  // tiles 2 blk / 2 blk + 1: even / odd columns of chunk blk
 #pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-      const int d = n * 8 + (lane % 4) * 2;
-      *reinterpret_cast<float2*>(so + (warp * 16 + r) * S::kOStride + d) =
-          make_float2(o[n][2 * h], o[n][2 * h + 1]);
+      for (int blk = 0; blk < D / 16; ++blk) {
+        const int d = blk * 16 + (lane % 4) * 4;
+        *reinterpret_cast<float4*>(so + (warp * 16 + r) * S::kOStride + d) =
+            make_float4(o[2 * blk][2 * h], o[2 * blk + 1][2 * h], o[2 * blk][2 * h + 1],
+                        o[2 * blk + 1][2 * h + 1]);
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) {
+        const int d = n * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(so + (warp * 16 + r) * S::kOStride + d) =
+            make_float2(o[n][2 * h], o[n][2 * h + 1]);
+      }
     }
   }
   __syncthreads();
