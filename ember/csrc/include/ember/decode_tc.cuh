@@ -171,7 +171,7 @@ __device__ __forceinline__ int swz8(int r, int c) {
 }
 
 // NOTE: an fp8 K/V element converted by e4m3x4_to_half is 2^-8 times its value; a bf16 query is
-// scaled by 2^-4 into fp16 (exact, and finite for |q| < 2^20).
+// scaled by 2^-4 into fp16 (finite for |q| < 2^20; rounded to fp16, subnormal below ~2^-10).
 constexpr float kFp8Unscale = 256.f;
 constexpr float kBf16QScale = 0.0625f;
 
