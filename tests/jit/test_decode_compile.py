@@ -291,3 +291,20 @@ def test_merge_states_bad_output_shape_raises() -> None:
     v, s = torch.zeros(2, 3, 4, 8), torch.zeros(2, 3, 4)
     with pytest.raises(ValueError, match=r"`v_out` must be \[2, 4, 8\], got \[2, 4, 9\]"):
         paged.merge_states(v, s, out=torch.zeros(2, 4, 9))
+
+
+def test_plan_upload_validates_its_tables_before_touching_the_device() -> None:
+    """The GPU planner entry (plan + copy in one call): every table is checked before any CUDA
+    call, so a wrong workspace raises here, on a machine without a GPU."""
+    from ember.testing import page_table
+
+    mod = decode._decode_module("bf16", "bf16", 128, 4)
+    indptr, last = page_table([40, 50], 16)
+    ws = decode.DecodeWorkspace("cpu", max_batch=2, num_qo_heads=32, head_dim=128)
+    args = [indptr, last, ws.host_tables, ws.tables, ws.max_work, 16, 8, -1, 264, 256, 7, 0]
+    with pytest.raises(ValueError, match=r"`dev_tables` must be on a CUDA device, got cpu"):
+        mod.plan_upload(*args)
+    bad = list(args)
+    bad[2] = ws.host_tables.long()
+    with pytest.raises(TypeError, match=r"`host_tables` must have dtype int32, got int64"):
+        mod.plan_upload(*bad)
