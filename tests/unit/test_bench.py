@@ -525,7 +525,12 @@ def test_comparison_against_the_best_peer() -> None:
 
 def test_registry_holds_the_norm_routines() -> None:
     names = [r.name for r in routines.all_routines()]
-    assert names[:3] == ["rmsnorm", "fused_add_rmsnorm", "host"]
+    # (in registration order; which routine module registers first depends on import order)
+    assert [n for n in names if n in {"rmsnorm", "fused_add_rmsnorm", "host"}] == [
+        "rmsnorm",
+        "fused_add_rmsnorm",
+        "host",
+    ]
     assert routines.get_routine("rmsnorm").backends["flashinfer"] == ("default", "pdl")
     assert routines.get_routine("host").timer == "host"
     with pytest.raises(KeyError, match="known: rmsnorm"):

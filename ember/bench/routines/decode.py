@@ -219,14 +219,23 @@ def _ember(shape: tuple[int, ...], variant: str, args: argparse.Namespace) -> Im
     return Impl("ember", variant, prepare, ember.__version__)
 
 
-def _flashinfer(shape: tuple[int, ...], variant: str, args: argparse.Namespace) -> Impl | Skip:
+def _flashinfer_attr(name: str, variant: str) -> tuple[Any, Any] | Skip:
+    """``(flashinfer, flashinfer.<name>)``, or the Skip that says why the peer cannot run."""
     try:
         fi = importlib.import_module("flashinfer")
     except Exception as exc:
         return Skip("flashinfer", variant, f"flashinfer is not importable ({exc})")
-    wrapper_cls = getattr(fi, "BatchDecodeWithPagedKVCacheWrapper", None)
-    if wrapper_cls is None:
-        return Skip("flashinfer", variant, "no BatchDecodeWithPagedKVCacheWrapper")
+    attr = getattr(fi, name, None)
+    if attr is None:
+        return Skip("flashinfer", variant, f"no flashinfer.{name}")
+    return fi, attr
+
+
+def _flashinfer(shape: tuple[int, ...], variant: str, args: argparse.Namespace) -> Impl | Skip:
+    found = _flashinfer_attr("BatchDecodeWithPagedKVCacheWrapper", variant)
+    if isinstance(found, Skip):
+        return found
+    fi, wrapper_cls = found
     _, _, hq, hk, dim, page = shape
 
     def prepare(i: Inputs) -> Callable[[], Any]:
@@ -405,13 +414,10 @@ def _append_ember(shape: tuple[int, ...], variant: str, args: argparse.Namespace
 def _append_flashinfer(
     shape: tuple[int, ...], variant: str, args: argparse.Namespace
 ) -> Impl | Skip:
-    try:
-        fi = importlib.import_module("flashinfer")
-    except Exception as exc:
-        return Skip("flashinfer", variant, f"flashinfer is not importable ({exc})")
-    fn = getattr(fi, "append_paged_kv_cache", None)
-    if fn is None:
-        return Skip("flashinfer", variant, "no flashinfer.append_paged_kv_cache")
+    found = _flashinfer_attr("append_paged_kv_cache", variant)
+    if isinstance(found, Skip):
+        return found
+    fi, fn = found
 
     def prepare(i: Inputs) -> Callable[[], Any]:
         return functools.partial(
@@ -518,13 +524,10 @@ def _merge_ember(shape: tuple[int, ...], variant: str, args: argparse.Namespace)
 def _merge_flashinfer(
     shape: tuple[int, ...], variant: str, args: argparse.Namespace
 ) -> Impl | Skip:
-    try:
-        fi = importlib.import_module("flashinfer")
-    except Exception as exc:
-        return Skip("flashinfer", variant, f"flashinfer is not importable ({exc})")
-    fn = getattr(fi, "merge_states", None)
-    if fn is None:
-        return Skip("flashinfer", variant, "no flashinfer.merge_states")
+    found = _flashinfer_attr("merge_states", variant)
+    if isinstance(found, Skip):
+        return found
+    fi, fn = found
 
     def prepare(i: Inputs) -> Callable[[], Any]:
         # NOTE: FlashInfer's states carry base-2 LSEs; ember's (and the reference's) natural log.
