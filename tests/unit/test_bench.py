@@ -533,7 +533,7 @@ def test_registry_holds_the_norm_routines() -> None:
     ]
     assert routines.get_routine("rmsnorm").backends["flashinfer"] == ("default", "pdl")
     assert routines.get_routine("host").timer == "host"
-    with pytest.raises(KeyError, match="no bench routine .nope.; known: .*rmsnorm"):
+    with pytest.raises(KeyError, match=r"no bench routine .nope.; known: .*rmsnorm"):
         routines.get_routine("nope")
 
 
