@@ -6,14 +6,15 @@ of its last page are filled (all int32); the cache is ``[pages, 2, page_size, kv
 head_dim]`` (``NHD``) or ``[pages, 2, kv_heads, page_size, head_dim]`` (``HND``), or a ``(k, v)``
 pair of ``[pages, page_size, kv_heads, head_dim]`` / ``[pages, kv_heads, page_size, head_dim]``.
 
-``plan_batch_decode`` runs once per step on the host: the planner (host module
-``csrc/ops/decode_plan.cc`` → ``ember/decode_plan.h``) splits long requests into work units so
-that small or skewed batches still fill the GPU (split-KV), and the tables are copied to the
-device into the workspace's fixed buffers (R3: plan/run). The decode kernels (``run``) read only
-those buffers, so a CUDA graph captured once replays with each new plan.
-
-Status: the planner and its validation are built and tested on the CPU; the decode kernels are
-the next step of issue 4 (docs/perf/notes/decode.md).
+``plan_batch_decode`` runs once per step on the host: the planner (``ember/decode_plan.h``)
+splits long requests into work units so that small or skewed batches still fill the GPU
+(split-KV, sized by a cost model of waves of the kernel's resident CTAs), and the tables are
+copied into the workspace's fixed device buffers — on a GPU in one call of the decode module
+(``plan_upload``), without a GPU through the host module ``decode_plan_host`` (R3: plan/run).
+``batch_decode`` only launches the decode kernel (``ember/decode_tc.cuh`` on tensor cores at
+head_dim 64/128, ``ember/decode.cuh`` at 256) and the merge of split requests; it reads only the
+workspace's buffers, so a CUDA graph captured once replays with each new plan. Measurements and
+design history: ``docs/perf/notes/decode.md``.
 """
 
 from __future__ import annotations
