@@ -16,6 +16,7 @@ from ember.errors import (
     ToolchainError,
     UnsupportedError,
 )
+from ember.ops.act import gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
 from ember.ops.decode import (
     DecodePlan,
     DecodeWorkspace,
@@ -40,9 +41,12 @@ __all__ = [
     "append_paged_kv_cache",
     "batch_decode",
     "fused_add_rmsnorm_",
+    "gelu_and_mul",
+    "gelu_tanh_and_mul",
     "merge_state",
     "merge_states",
     "plan_batch_decode",
     "rmsnorm",
+    "silu_and_mul",
     "single_decode",
 ]

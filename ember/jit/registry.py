@@ -20,6 +20,7 @@ from ember.jit.spec import KernelSpec
 __all__ = ["OP_MODULES", "all_specs", "register", "registered_families", "specs_by_family"]
 
 OP_MODULES: tuple[str, ...] = (
+    "ember.ops.act",
     "ember.ops.decode",
     "ember.ops.norm",
     "ember.ops.paged",

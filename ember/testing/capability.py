@@ -11,6 +11,7 @@ __all__ = ["FEATURES", "device_capability", "requires"]
 FEATURES: dict[str, tuple[int, int]] = {
     "toy": (7, 5),
     "norm": (8, 0),
+    "act": (8, 0),
     "decode": (8, 0),
     "decode_fp8": (8, 9),
 }

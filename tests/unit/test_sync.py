@@ -20,6 +20,9 @@ PUBLIC_OPS = {
     "append_paged_kv_cache": ("paged", "append_kv"),
     "merge_states": ("paged", "merge_states"),
     "merge_state": ("paged", "merge_states"),
+    "silu_and_mul": ("act", "silu_and_mul"),
+    "gelu_and_mul": ("act", "gelu_and_mul"),
+    "gelu_tanh_and_mul": ("act", "gelu_tanh_and_mul"),
 }
 
 

@@ -35,7 +35,11 @@ __all__ = [
 ]
 
 #: Modules whose import registers routines.
-ROUTINE_MODULES: tuple[str, ...] = ("ember.bench.routines.decode", "ember.bench.routines.norm")
+ROUTINE_MODULES: tuple[str, ...] = (
+    "ember.bench.routines.act",
+    "ember.bench.routines.decode",
+    "ember.bench.routines.norm",
+)
 
 #: One unit of work: a case and how one backend variant computes it (or why it cannot).
 Work: TypeAlias = tuple[Case, Impl | Skip]

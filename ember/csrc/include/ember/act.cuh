@@ -1,0 +1,79 @@
+// Gated activations: out[r, i] = act(x[r, i]) * x[r, d + i], computed in fp32. Framework-free
+// (R3.1, R3.2).
+//
+// A memory-bound elementwise kernel: a grid of (rows, column blocks); each thread moves
+// `vecs_per_thread` accesses of `VEC` elements (16 bytes when the rows and both halves are
+// 16-byte aligned, else one element) of the gate and the up half, and writes one of the output.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ember/act.h"
+#include "ember/dtype.cuh"
+#include "ember/launch.cuh"
+
+namespace ember {
+namespace act {
+
+constexpr int kThreads = 256;
+
+template <int OP>
+__device__ __forceinline__ float activate(float x) {
+  if constexpr (OP == kSilu) {
+    return x / (1.f + __expf(-x));
+  } else if constexpr (OP == kGelu) {
+    return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  } else {
+    const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);  // sqrt(2/pi)
+    return 0.5f * x * (1.f + tanhf(u));
+  }
+}
+
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+template <typename T, int OP, int VEC>
+__global__ void __launch_bounds__(kThreads) act_kernel(Params p) {
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(p.x) + row * p.x_row_stride;
+  T* out = static_cast<T*>(p.out) + row * p.out_row_stride;
+  const int64_t nvec = p.d / VEC;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads * p.vecs_per_thread;
+  pdl_wait();
+  for (int k = 0; k < p.vecs_per_thread; ++k) {
+    const int64_t i = first + k * kThreads + threadIdx.x;
+    if (i >= nvec) break;
+    const Pack<T, VEC> g = reinterpret_cast<const Pack<T, VEC>*>(x)[i];
+    const Pack<T, VEC> u = reinterpret_cast<const Pack<T, VEC>*>(x + p.d)[i];
+    Pack<T, VEC> o;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      o.v[j] = from_float<T>(activate<OP>(to_float(g.v[j])) * to_float(u.v[j]));
+    }
+    reinterpret_cast<Pack<T, VEC>*>(out)[i] = o;
+  }
+  pdl_launch_dependents();
+}
+
+template <typename T, int OP>
+cudaError_t launch(const Params& p, cudaStream_t stream) {
+  if (p.rows == 0 || p.d == 0) return cudaSuccess;
+  const int64_t nvec = p.d / p.vec;
+  const int64_t per_block = static_cast<int64_t>(kThreads) * p.vecs_per_thread;
+  // NOTE: rows on x (up to 2^31 - 1), column blocks on y (a row of d <= 2^24 elements)
+  const dim3 grid(static_cast<unsigned>(p.rows),
+                  static_cast<unsigned>((nvec + per_block - 1) / per_block));
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  if (p.vec == kVec) {
+    return launch_kernel<act_kernel<T, OP, kVec>>(grid, dim3(kThreads), 0, stream, p.pdl, p.device,
+                                                  p);
+  }
+  return launch_kernel<act_kernel<T, OP, 1>>(grid, dim3(kThreads), 0, stream, p.pdl, p.device, p);
+}
+
+}  // namespace act
+}  // namespace ember
