@@ -36,27 +36,49 @@ struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
 
-template <typename T, int OP, int VEC>
+// NOTE: every load of a thread is issued before its first store (the x and out pointers could
+// alias as far as the compiler knows, so a load-compute-store loop would serialize them).
+template <typename T, int OP, int VEC, int VPT>
 __global__ void __launch_bounds__(kThreads) act_kernel(Params p) {
   const int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(p.x) + row * p.x_row_stride;
   T* out = static_cast<T*>(p.out) + row * p.out_row_stride;
   const int64_t nvec = p.d / VEC;
-  const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads * p.vecs_per_thread;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads * VPT + threadIdx.x;
+  using P = Pack<T, VEC>;
+  P g[VPT], u[VPT];
   pdl_wait();
-  for (int k = 0; k < p.vecs_per_thread; ++k) {
-    const int64_t i = first + k * kThreads + threadIdx.x;
-    if (i >= nvec) break;
-    const Pack<T, VEC> g = reinterpret_cast<const Pack<T, VEC>*>(x)[i];
-    const Pack<T, VEC> u = reinterpret_cast<const Pack<T, VEC>*>(x + p.d)[i];
-    Pack<T, VEC> o;
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      o.v[j] = from_float<T>(activate<OP>(to_float(g.v[j])) * to_float(u.v[j]));
+  for (int k = 0; k < VPT; ++k) {
+    const int64_t i = first + k * kThreads;
+    if (i < nvec) {
+      g[k] = reinterpret_cast<const P*>(x)[i];
+      u[k] = reinterpret_cast<const P*>(x + p.d)[i];
     }
-    reinterpret_cast<Pack<T, VEC>*>(out)[i] = o;
   }
   pdl_launch_dependents();
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int64_t i = first + k * kThreads;
+    if (i < nvec) {
+      P o;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        o.v[j] = from_float<T>(activate<OP>(to_float(g[k].v[j])) * to_float(u[k].v[j]));
+      }
+      reinterpret_cast<P*>(out)[i] = o;
+    }
+  }
+}
+
+template <typename T, int OP, int VEC>
+cudaError_t launch_vec(const Params& p, const dim3& grid, cudaStream_t stream) {
+  if (p.vecs_per_thread == 4) {
+    return launch_kernel<act_kernel<T, OP, VEC, 4>>(grid, dim3(kThreads), 0, stream, p.pdl,
+                                                    p.device, p);
+  }
+  return launch_kernel<act_kernel<T, OP, VEC, 1>>(grid, dim3(kThreads), 0, stream, p.pdl, p.device,
+                                                  p);
 }
 
 template <typename T, int OP>
@@ -68,11 +90,8 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.rows),
                   static_cast<unsigned>((nvec + per_block - 1) / per_block));
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  if (p.vec == kVec) {
-    return launch_kernel<act_kernel<T, OP, kVec>>(grid, dim3(kThreads), 0, stream, p.pdl, p.device,
-                                                  p);
-  }
-  return launch_kernel<act_kernel<T, OP, 1>>(grid, dim3(kThreads), 0, stream, p.pdl, p.device, p);
+  if (p.vec == kVec) return launch_vec<T, OP, kVec>(p, grid, stream);
+  return launch_vec<T, OP, 1>(p, grid, stream);
 }
 
 }  // namespace act

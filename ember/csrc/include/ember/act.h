@@ -19,7 +19,7 @@ struct Params {
   int64_t rows;
   int64_t d;
   int vec;              // elements per access: 16 bytes when rows and halves are aligned, else 1
-  int vecs_per_thread;  // accesses per thread along the row (1 for small problems)
+  int vecs_per_thread;  // accesses per thread along the row: 1 (small problems) or 4
   bool pdl;
   int device;
 };
