@@ -26,6 +26,12 @@ from ember.ops.decode import (
 )
 from ember.ops.norm import fused_add_rmsnorm_, rmsnorm
 from ember.ops.paged import append_paged_kv_cache, merge_state, merge_states
+from ember.ops.rope import (
+    apply_rope,
+    apply_rope_,
+    apply_rope_with_cos_sin_cache,
+    apply_rope_with_cos_sin_cache_,
+)
 
 __all__ = [
     "ArtifactError",
@@ -39,6 +45,10 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "append_paged_kv_cache",
+    "apply_rope",
+    "apply_rope_",
+    "apply_rope_with_cos_sin_cache",
+    "apply_rope_with_cos_sin_cache_",
     "batch_decode",
     "fused_add_rmsnorm_",
     "gelu_and_mul",

@@ -24,6 +24,7 @@ OP_MODULES: tuple[str, ...] = (
     "ember.ops.decode",
     "ember.ops.norm",
     "ember.ops.paged",
+    "ember.ops.rope",
     "ember.ops.toy",
 )
 

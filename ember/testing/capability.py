@@ -12,6 +12,7 @@ FEATURES: dict[str, tuple[int, int]] = {
     "toy": (7, 5),
     "norm": (8, 0),
     "act": (8, 0),
+    "rope": (8, 0),
     "decode": (8, 0),
     "decode_fp8": (8, 9),
 }

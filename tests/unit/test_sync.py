@@ -23,6 +23,10 @@ PUBLIC_OPS = {
     "silu_and_mul": ("act", "silu_and_mul"),
     "gelu_and_mul": ("act", "gelu_and_mul"),
     "gelu_tanh_and_mul": ("act", "gelu_tanh_and_mul"),
+    "apply_rope": ("rope", "rope"),
+    "apply_rope_": ("rope", "rope"),
+    "apply_rope_with_cos_sin_cache": ("rope", "rope"),
+    "apply_rope_with_cos_sin_cache_": ("rope", "rope"),
 }
 
 

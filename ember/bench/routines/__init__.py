@@ -39,6 +39,7 @@ ROUTINE_MODULES: tuple[str, ...] = (
     "ember.bench.routines.act",
     "ember.bench.routines.decode",
     "ember.bench.routines.norm",
+    "ember.bench.routines.rope",
 )
 
 #: One unit of work: a case and how one backend variant computes it (or why it cannot).
