@@ -99,6 +99,17 @@ def test_cache_in_place_with_int64_positions_and_strided_heads(interleave):
     assert torch.equal(qkv[:, 40:], v_before), "v must not be touched"
 
 
+@pytest.mark.parametrize("interleave", [False, True])
+def test_unaligned_views_take_the_element_path(interleave):
+    base = torch.randn(6, 5, 130, device="cuda").to(torch.bfloat16)
+    q, k = base[:, :4, 1:129], base[:, 4:, 1:129]  # rows start 2 bytes past 16-byte alignment
+    pos = torch.randint(0, 1000, (6,), device="cuda")
+    f = inv_freq(128, 1e4, 1.0, None)
+    oq, ok = ember.apply_rope(q, k, pos, interleave=interleave)
+    close(oq, reference(q, pos, 128, interleave, freqs=f))
+    close(ok, reference(k, pos, 128, interleave, freqs=f))
+
+
 def test_llama31_scaling_theta_and_scale():
     q = torch.randn(33, 32, 128, device="cuda")
     k = torch.randn(33, 8, 128, device="cuda")

@@ -79,7 +79,11 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
       const T* in =
           static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
       T* out = static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
-      if constexpr (INTERLEAVE) {
+      if constexpr (INTERLEAVE && PAIRS == 1) {  // unaligned rows: element by element
+        const float a = to_float(in[2 * c]), b = to_float(in[2 * c + 1]);
+        out[2 * c] = from_float<T>(a * cs[0] - b * sn[0]);
+        out[2 * c + 1] = from_float<T>(b * cs[0] + a * sn[0]);
+      } else if constexpr (INTERLEAVE) {
         const Vec<T, 2 * PAIRS> x = reinterpret_cast<const Vec<T, 2 * PAIRS>*>(in)[c];
         Vec<T, 2 * PAIRS> y;
 #pragma unroll
