@@ -186,12 +186,17 @@ def apply_rope_with_cos_sin_cache(
     outside ``[0, max_position)`` is never read: its token is left unrotated in place and its
     outputs unwritten. Otherwise as :func:`apply_rope`.
     """
-    rot = cos_sin_cache.shape[-1] if hasattr(cos_sin_cache, "shape") else None
-    if rot is None:
+    if not hasattr(cos_sin_cache, "shape"):
         raise TypeError(
             "ember.apply_rope: `cos_sin_cache` must be a tensor, "
             f"got {type(cos_sin_cache).__name__}"
         )
+    if len(cos_sin_cache.shape) != 2:
+        raise ValueError(
+            "ember.apply_rope: `cos_sin_cache` must be [max_position, rotary_dim] (cos then sin), "
+            f"got {list(cos_sin_cache.shape)}"
+        )
+    rot = cos_sin_cache.shape[-1]
     return _run(
         "ember.apply_rope", q, k, positions, cos_sin_cache, int(rot), interleave, 1e4, 1.0, None,
         out_q, out_k,

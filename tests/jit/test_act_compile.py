@@ -88,7 +88,8 @@ def test_bad_inputs_raise_before_launch(op, x, out, err, pattern) -> None:
 def test_leading_dimensions_that_flatten_are_accepted_up_to_the_device_check() -> None:
     x = torch.zeros(3, 5, 16, dtype=torch.float16)[:, :, :]  # dense
     strided = torch.zeros(6, 32, dtype=torch.float32)[:, :16]  # row stride 32
-    for t in (x, strided, torch.zeros(16, dtype=torch.bfloat16)):
+    last_token = torch.zeros(4, 3, 16, dtype=torch.float16)[:, -1:, :]  # an extent-1 dim, stride 16
+    for t in (x, strided, last_token, torch.zeros(16, dtype=torch.bfloat16)):
         with pytest.raises(ValueError, match=r"`x` must be on a CUDA device, got cpu"):
             ember.silu_and_mul(t)
 

@@ -96,6 +96,8 @@ def test_bad_inputs_raise_before_launch(change, kwargs, err, pattern) -> None:
         (torch.zeros(100, 32)[:, ::2].contiguous().t(), ValueError, r"cos_sin_cache` must be contiguous|rotary_dim"),
         (torch.zeros(100, 32), ValueError, r"`q` must be on a CUDA device, got cpu"),
         ("not a tensor", TypeError, r"`cos_sin_cache` must be a tensor, got str"),
+        (torch.tensor(1.0), ValueError, r"`cos_sin_cache` must be \[max_position, rotary_dim\] \(cos then sin\), got \[\]"),
+        (torch.zeros(2, 100, 64), ValueError, r"got \[2, 100, 64\]"),
     ],
 )  # fmt: skip
 def test_cache_inputs_raise_before_launch(cache, err, pattern) -> None:

@@ -59,8 +59,10 @@ def reference(x, positions, rot, interleave, *, freqs=None, cache=None):
     return t.to(x.dtype)
 
 
-def close(got, want):
+def close(got, want, *, computed=False):
     rtol, atol = tolerances(got.dtype)
+    if computed:  # fp32 angles (pos * inv_freq, as model code computes them): ~3e-3 rad at 32k
+        rtol, atol = max(rtol, 1e-2), max(atol, 1e-2)
     assert not torch.isnan(got).any(), "unwritten (poisoned) or NaN elements"
     torch.testing.assert_close(got, want, rtol=rtol, atol=atol)
 
@@ -81,8 +83,8 @@ def test_computed_angles(dtype, interleave, tokens, hq, hk, dim, rot):  # noqa: 
         q, k, pos, rotary_dim=rot, interleave=interleave, out_q=oq, out_k=ok
     )
     assert got_q is oq and got_k is ok
-    close(oq, reference(q, pos, rot, interleave, freqs=f))
-    close(ok, reference(k, pos, rot, interleave, freqs=f))
+    close(oq, reference(q, pos, rot, interleave, freqs=f), computed=True)
+    close(ok, reference(k, pos, rot, interleave, freqs=f), computed=True)
 
 
 @pytest.mark.parametrize("interleave", [False, True])
@@ -106,8 +108,8 @@ def test_unaligned_views_take_the_element_path(interleave):
     pos = torch.randint(0, 1000, (6,), device="cuda")
     f = inv_freq(128, 1e4, 1.0, None)
     oq, ok = ember.apply_rope(q, k, pos, interleave=interleave)
-    close(oq, reference(q, pos, 128, interleave, freqs=f))
-    close(ok, reference(k, pos, 128, interleave, freqs=f))
+    close(oq, reference(q, pos, 128, interleave, freqs=f), computed=True)
+    close(ok, reference(k, pos, 128, interleave, freqs=f), computed=True)
 
 
 def test_llama31_scaling_theta_and_scale():

@@ -32,14 +32,20 @@ constexpr int64_t kElemBytes = EMBER_ACT_DL_BITS / 8;
 constexpr int64_t kSmallProblem = int64_t{1} << 20;
 
 // Rows of a tensor whose leading dimensions flatten to one strided row index: the row stride,
-// or -1 when they do not (a dimension that is neither dense over the next nor of extent 1).
+// or -1 when they do not (a dimension that is neither dense over the next one of extent > 1 nor
+// of extent 1; extent-1 dimensions have no stride that matters).
 int64_t row_stride(const TensorView& t) {
   const int nd = t.ndim();
-  if (nd == 1) return 0;
-  int64_t stride = t.stride(nd - 2);
-  int64_t span = t.shape()[nd - 2];
-  for (int i = nd - 3; i >= 0; --i) {
-    if (t.shape()[i] != 1 && t.stride(i) != stride * span) return -1;
+  int64_t stride = 0, span = 1;
+  bool found = false;
+  for (int i = nd - 2; i >= 0; --i) {
+    if (t.shape()[i] == 1) continue;
+    if (!found) {
+      stride = t.stride(i);
+      found = true;
+    } else if (t.stride(i) != stride * span) {
+      return -1;
+    }
     span *= t.shape()[i];
   }
   return stride;
@@ -83,15 +89,15 @@ void run(const char* fn, int op, TensorView x, TensorView out) {
   if (rows == 0 || d == 0) return;
 
   a::Params p{};
-  p.x = x.data_ptr();
+  p.x = b::data(x);
   p.x_row_stride = row_stride(x);
-  p.out = out.data_ptr();
+  p.out = b::data(out);
   p.out_row_stride = row_stride(out);
   p.rows = rows;
   p.d = d;
   const int64_t wide = 16 / kElemBytes;
-  const bool aligned = reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0 && d % wide == 0 &&
+  const bool aligned = reinterpret_cast<uintptr_t>(b::data(x)) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(b::data(out)) % 16 == 0 && d % wide == 0 &&
                        (p.x_row_stride * kElemBytes) % 16 == 0 &&
                        (p.out_row_stride * kElemBytes) % 16 == 0;
   p.vec = aligned ? static_cast<int>(wide) : 1;

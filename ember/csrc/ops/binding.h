@@ -83,5 +83,11 @@ inline void expect_same_device(const char* fn, const char* arg, const tvm::ffi::
   }
 }
 
+// The first element's address: DLPack's data pointer plus its byte offset (always use this, never
+// data_ptr() alone: a producer may hand over a nonzero byte_offset).
+inline void* data(const tvm::ffi::TensorView& t) {
+  return static_cast<char*>(t.data_ptr()) + t.byte_offset();
+}
+
 }  // namespace binding
 }  // namespace ember

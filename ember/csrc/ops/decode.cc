@@ -136,7 +136,7 @@ void run(TensorView q, TensorView k, TensorView v, TensorView kv_indptr, TensorV
   for (auto [name, t] :
        {std::pair<const char*, TensorView>{"q", q}, {"out", out}, {"k_cache", k}, {"v_cache", v}}) {
     const int64_t elem = (t.dtype().bits + 7) / 8;
-    bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+    bool aligned = reinterpret_cast<uintptr_t>(b::data(t)) % 16 == 0;
     for (int i = 0; i + 1 < t.ndim(); ++i) aligned = aligned && (t.stride(i) * elem) % 16 == 0;
     if (!aligned) {
       TVM_FFI_THROW(ValueError) << kFn << ": `" << name
@@ -161,23 +161,23 @@ void run(TensorView q, TensorView k, TensorView v, TensorView kv_indptr, TensorV
   if (batch == 0) return;
 
   d::Params p{};
-  p.q = q.data_ptr();
+  p.q = b::data(q);
   p.q_stride_b = q.stride(0);
   p.q_stride_h = q.stride(1);
-  p.out = out.data_ptr();
+  p.out = b::data(out);
   p.o_stride_b = out.stride(0);
   p.o_stride_h = out.stride(1);
-  p.lse = lse.has_value() ? static_cast<float*>((*lse).data_ptr()) : nullptr;
+  p.lse = lse.has_value() ? static_cast<float*>(b::data(*lse)) : nullptr;
   const int slot_dim = hnd ? 2 : 1;
   const int head_dim = hnd ? 1 : 2;
-  p.k = {k.data_ptr(), k.stride(0), k.stride(slot_dim), k.stride(head_dim)};
-  p.v = {v.data_ptr(), v.stride(0), v.stride(slot_dim), v.stride(head_dim)};
-  p.indptr = static_cast<const int32_t*>(kv_indptr.data_ptr());
-  p.indices = static_cast<const int32_t*>(kv_indices.data_ptr());
-  p.work = static_cast<const int32_t*>(work.data_ptr());
-  p.merge_indptr = static_cast<const int32_t*>(merge_indptr.data_ptr());
-  p.partial_o = static_cast<float*>(partial_o.data_ptr());
-  p.partial_lse = static_cast<float*>(partial_lse.data_ptr());
+  p.k = {b::data(k), k.stride(0), k.stride(slot_dim), k.stride(head_dim)};
+  p.v = {b::data(v), v.stride(0), v.stride(slot_dim), v.stride(head_dim)};
+  p.indptr = static_cast<const int32_t*>(b::data(kv_indptr));
+  p.indices = static_cast<const int32_t*>(b::data(kv_indices));
+  p.work = static_cast<const int32_t*>(b::data(work));
+  p.merge_indptr = static_cast<const int32_t*>(b::data(merge_indptr));
+  p.partial_o = static_cast<float*>(b::data(partial_o));
+  p.partial_lse = static_cast<float*>(b::data(partial_lse));
   p.grid = static_cast<int>(grid);
   p.merge_rows = static_cast<int>(merge_rows);
   p.page_size = static_cast<int>(page_size);
@@ -251,7 +251,7 @@ int64_t plan_upload(TensorView indptr, TensorView last_page_len, TensorView host
     TVM_FFI_THROW(RuntimeError) << fn << ": waiting for the previous plan's upload failed: "
                                 << cudaGetErrorString(err);
   }
-  auto* tables = static_cast<int32_t*>(host_tables.data_ptr());
+  auto* tables = static_cast<int32_t*>(b::data(host_tables));
   const int64_t work_ints = max_work * d::kWorkFields;
   const int64_t r = ember::decode_binding::plan_into(
       indptr, last_page_len, tables, max_work, tables + work_ints, n - work_ints, page_size,
@@ -259,7 +259,7 @@ int64_t plan_upload(TensorView indptr, TensorView last_page_len, TensorView host
   const int device = dev_tables.device().device_id;
   ember::DeviceScope scope(device);
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
-  cudaError_t err = cudaMemcpyAsync(dev_tables.data_ptr(), tables, static_cast<size_t>(n) * 4,
+  cudaError_t err = cudaMemcpyAsync(b::data(dev_tables), tables, static_cast<size_t>(n) * 4,
                                     cudaMemcpyHostToDevice, stream);
   if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
   if (err != cudaSuccess) {

@@ -56,8 +56,8 @@ inline int64_t plan_into(TensorView indptr, TensorView last_page_len, int32_t* w
                               << window_left;
   }
   d::PlanArgs a{};
-  a.indptr = static_cast<const int32_t*>(indptr.data_ptr());
-  a.last_page_len = static_cast<const int32_t*>(last_page_len.data_ptr());
+  a.indptr = static_cast<const int32_t*>(b::data(indptr));
+  a.last_page_len = static_cast<const int32_t*>(b::data(last_page_len));
   a.batch = static_cast<int>(batch);
   a.page_size = static_cast<int>(page_size);
   a.kv_heads = static_cast<int>(kv_heads);
@@ -119,10 +119,9 @@ inline int64_t plan_tables(TensorView indptr, TensorView last_page_len, TensorVi
     TVM_FFI_THROW(ValueError) << fn << ": `work` must have " << d::kWorkFields
                               << " columns, got shape " << b::shape_str(work);
   }
-  return plan_into(indptr, last_page_len, static_cast<int32_t*>(work.data_ptr()), work.shape()[0],
-                   static_cast<int32_t*>(merge_indptr.data_ptr()), merge_indptr.shape()[0],
-                   page_size, kv_heads, window_left, target_ctas, min_chunk, max_partials,
-                   num_indices);
+  return plan_into(indptr, last_page_len, static_cast<int32_t*>(b::data(work)), work.shape()[0],
+                   static_cast<int32_t*>(b::data(merge_indptr)), merge_indptr.shape()[0], page_size,
+                   kv_heads, window_left, target_ctas, min_chunk, max_partials, num_indices);
 }
 
 }  // namespace decode_binding

@@ -58,7 +58,7 @@ void expect_rows(const char* fn, const char* arg, const TensorView& t) {
 }
 
 bool aligned16(const TensorView& t) {
-  const auto addr = reinterpret_cast<uintptr_t>(t.data_ptr()) + t.byte_offset();
+  const auto addr = reinterpret_cast<uintptr_t>(b::data(t));
   return addr % 16 == 0;
 }
 
@@ -69,8 +69,6 @@ bool rows_vectorizable(const TensorView& t) {
   }
   return true;
 }
-
-void* data(const TensorView& t) { return static_cast<char*>(t.data_ptr()) + t.byte_offset(); }
 
 #ifndef EMBER_NORM_PDL
 #define EMBER_NORM_PDL 1  // NOTE: a switch for the variant sweep (tools/norm_probe.py)
@@ -129,8 +127,8 @@ void check_launch(const char* fn, cudaError_t err) {
 void launch_rmsnorm(const TensorView& x, const TensorView& weight, const TensorView& out,
                     const n::Problem& p, const n::LaunchPlan& lp) {
   if constexpr (EMBER_NORM_PROBE == 3) {
-    check_launch("ember.rmsnorm", n::rmsnorm(data(x), layout_of(x), data(weight), data(out),
-                                             layout_of(out), p, lp, stream_of(x)));
+    check_launch("ember.rmsnorm", n::rmsnorm(b::data(x), layout_of(x), b::data(weight),
+                                             b::data(out), layout_of(out), p, lp, stream_of(x)));
     return;
   }
   ember::DeviceScope scope(x.device().device_id);
@@ -139,7 +137,7 @@ void launch_rmsnorm(const TensorView& x, const TensorView& weight, const TensorV
     if (stream == reinterpret_cast<cudaStream_t>(1)) TVM_FFI_THROW(RuntimeError) << "unreachable";
     return;
   }
-  check_launch("ember.rmsnorm", n::rmsnorm(data(x), layout_of(x), data(weight), data(out),
+  check_launch("ember.rmsnorm", n::rmsnorm(b::data(x), layout_of(x), b::data(weight), b::data(out),
                                            layout_of(out), p, lp, stream));
 }
 
@@ -168,8 +166,8 @@ void fused_add_rmsnorm(TensorView x, TensorView residual, TensorView weight, dou
   n::Problem p{};
   const n::LaunchPlan lp = validate(fn, x, weight, residual, "residual", eps, &p);
   ember::DeviceScope scope(x.device().device_id);
-  check_launch(fn, n::fused_add_rmsnorm(data(x), layout_of(x), data(residual), layout_of(residual),
-                                        data(weight), p, lp, stream_of(x)));
+  check_launch(fn, n::fused_add_rmsnorm(b::data(x), layout_of(x), b::data(residual),
+                                        layout_of(residual), b::data(weight), p, lp, stream_of(x)));
 }
 
 // The plan chosen for `rows` rows of a hidden size, for tests and the bench harness: (vec, vectors

@@ -78,20 +78,18 @@ void append(TensorView k_new, TensorView v_new, TensorView batch_indices, Tensor
     b::expect_same_device(kFn, name, t, "k_cache", k_cache);
   }
   ember::paged::AppendParams p{};
-  p.k_new = k_new.data_ptr();
-  p.v_new = v_new.data_ptr();
+  p.k_new = b::data(k_new);
+  p.v_new = b::data(v_new);
   p.k_new_stride_t = k_new.stride(0);
   p.k_new_stride_h = k_new.stride(1);
   p.v_new_stride_t = v_new.stride(0);
   p.v_new_stride_h = v_new.stride(1);
-  p.k = {k_cache.data_ptr(), k_cache.stride(0), k_cache.stride(slot_axis),
-         k_cache.stride(head_axis)};
-  p.v = {v_cache.data_ptr(), v_cache.stride(0), v_cache.stride(slot_axis),
-         v_cache.stride(head_axis)};
-  p.batch_indices = static_cast<const int32_t*>(batch_indices.data_ptr());
-  p.positions = static_cast<const int32_t*>(positions.data_ptr());
-  p.indptr = static_cast<const int32_t*>(kv_indptr.data_ptr());
-  p.indices = static_cast<const int32_t*>(kv_indices.data_ptr());
+  p.k = {b::data(k_cache), k_cache.stride(0), k_cache.stride(slot_axis), k_cache.stride(head_axis)};
+  p.v = {b::data(v_cache), v_cache.stride(0), v_cache.stride(slot_axis), v_cache.stride(head_axis)};
+  p.batch_indices = static_cast<const int32_t*>(b::data(batch_indices));
+  p.positions = static_cast<const int32_t*>(b::data(positions));
+  p.indptr = static_cast<const int32_t*>(b::data(kv_indptr));
+  p.indices = static_cast<const int32_t*>(b::data(kv_indices));
   p.nnz = nnz;
   p.batch = static_cast<int>(kv_indptr.shape()[0] - 1);
   p.kv_heads = static_cast<int>(kv_heads);
@@ -100,7 +98,7 @@ void append(TensorView k_new, TensorView v_new, TensorView batch_indices, Tensor
   p.elem_bytes = (dt.bits * dt.lanes + 7) / 8;
   p.vec16 = (dim * p.elem_bytes) % 16 == 0;
   for (const TensorView* t : {&k_new, &v_new, &k_cache, &v_cache}) {
-    p.vec16 = p.vec16 && reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0;
+    p.vec16 = p.vec16 && reinterpret_cast<uintptr_t>(b::data(*t)) % 16 == 0;
     for (int i = 0; i + 1 < t->ndim(); ++i)
       p.vec16 = p.vec16 && (t->stride(i) * p.elem_bytes) % 16 == 0;
   }
@@ -157,10 +155,10 @@ void merge_states(TensorView v, TensorView s, TensorView v_out, TensorView s_out
   b::expect_same_device(fn, "v_out", v_out, "v", v);
   b::expect_same_device(fn, "s_out", s_out, "v", v);
   ember::paged::MergeParams p{};
-  p.v = v.data_ptr();
-  p.s = static_cast<const float*>(s.data_ptr());
-  p.v_out = v_out.data_ptr();
-  p.s_out = static_cast<float*>(s_out.data_ptr());
+  p.v = b::data(v);
+  p.s = static_cast<const float*>(b::data(s));
+  p.v_out = b::data(v_out);
+  p.s_out = static_cast<float*>(b::data(s_out));
   p.v_stride_row = v.stride(0);
   p.v_stride_state = v.stride(1);
   p.v_stride_head = v.stride(2);

@@ -8,6 +8,7 @@
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/optional.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -48,7 +49,7 @@ void expect_heads(const char* arg, const TensorView& t, int64_t tokens, int64_t 
 }
 
 bool aligned16(const TensorView& t) {
-  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 &&
+  return reinterpret_cast<uintptr_t>(b::data(t)) % 16 == 0 &&
          (t.stride(0) * kElemBytes) % 16 == 0 && (t.stride(1) * kElemBytes) % 16 == 0;
 }
 
@@ -100,6 +101,11 @@ void apply(TensorView q, TensorView k, TensorView out_q, TensorView out_k, Tenso
                                 << llama31_old_context;
     }
   }
+  if (tokens > INT32_MAX || (q.shape()[1] + k.shape()[1]) * head_dim > INT32_MAX) {
+    TVM_FFI_THROW(ValueError) << kFn << ": at most 2^31 - 1 tokens and (qo_heads + kv_heads) x "
+                              << "head_dim < 2^31, got " << tokens << " tokens of "
+                              << q.shape()[1] + k.shape()[1] << " heads";
+  }
   b::expect_device(kFn, "q", q, kDLCUDA, "a CUDA device");
   for (auto [name, t] : {std::pair<const char*, TensorView>{"k", k},
                          {"out_q", out_q},
@@ -111,23 +117,24 @@ void apply(TensorView q, TensorView k, TensorView out_q, TensorView out_k, Tenso
   if (tokens == 0) return;
 
   r::Params p{};
-  p.q = {q.data_ptr(),
-         out_q.data_ptr(),
+  p.q = {b::data(q),
+         b::data(out_q),
          q.stride(0),
          q.stride(1),
          out_q.stride(0),
          out_q.stride(1),
          static_cast<int>(q.shape()[1])};
-  p.k = {k.data_ptr(),
-         out_k.data_ptr(),
+  p.k = {b::data(k),
+         b::data(out_k),
          k.stride(0),
          k.stride(1),
          out_k.stride(0),
          out_k.stride(1),
          static_cast<int>(k.shape()[1])};
-  p.positions = positions.data_ptr();
+  p.positions = b::data(positions);
   p.positions_i64 = pd.bits == 64;
-  p.cos_sin = cos_sin.has_value() ? static_cast<const float*>((*cos_sin).data_ptr()) : nullptr;
+  p.has_cache = cos_sin.has_value();
+  p.cos_sin = cos_sin.has_value() ? static_cast<const float*>(b::data(*cos_sin)) : nullptr;
   p.cos_sin_rows = cos_sin.has_value() ? (*cos_sin).shape()[0] : 0;
   p.tokens = tokens;
   p.head_dim = static_cast<int>(head_dim);

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
   pdl_wait();
   const int64_t pos = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[token]
                                       : static_cast<const int32_t*>(p.positions)[token];
-  const bool in_range = pos >= 0 && (p.cos_sin == nullptr || pos < p.cos_sin_rows);
+  const bool in_range = pos >= 0 && (!p.has_cache || pos < p.cos_sin_rows);
   float cs[PAIRS], sn[PAIRS];
 #pragma unroll
   for (int j = 0; j < PAIRS; ++j) {
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
     if (!in_range) {
       cs[j] = 1.f;
       sn[j] = 0.f;
-    } else if (p.cos_sin != nullptr) {
+    } else if (p.has_cache) {
       const float* row = p.cos_sin + pos * p.rotary_dim;
       cs[j] = row[i];
       sn[j] = row[half + i];

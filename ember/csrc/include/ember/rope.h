@@ -23,8 +23,9 @@ struct Params {
   Heads q, k;
   const void* positions;  // [tokens], int32 or int64
   bool positions_i64;
-  const float* cos_sin;  // [max_position, rotary_dim]: cos then sin halves; null = computed
-  int64_t cos_sin_rows;  // max_position (positions at or past it are rejected by the kernel)
+  bool has_cache;        // angles from cos_sin (else computed)
+  const float* cos_sin;  // [max_position, rotary_dim]: cos then sin halves
+  int64_t cos_sin_rows;  // max_position (positions outside [0, rows) are never read)
   int64_t tokens;
   int head_dim;
   int rotary_dim;   // even, <= head_dim; dims past it are copied (out of place) or left alone
