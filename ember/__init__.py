@@ -32,6 +32,7 @@ from ember.ops.rope import (
     apply_rope_with_cos_sin_cache,
     apply_rope_with_cos_sin_cache_,
 )
+from ember.ops.sampling import softmax
 
 __all__ = [
     "ArtifactError",
@@ -59,4 +60,5 @@ __all__ = [
     "rmsnorm",
     "silu_and_mul",
     "single_decode",
+    "softmax",
 ]

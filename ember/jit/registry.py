@@ -25,6 +25,7 @@ OP_MODULES: tuple[str, ...] = (
     "ember.ops.norm",
     "ember.ops.paged",
     "ember.ops.rope",
+    "ember.ops.sampling",
     "ember.ops.toy",
 )
 

@@ -13,6 +13,7 @@ FEATURES: dict[str, tuple[int, int]] = {
     "norm": (8, 0),
     "act": (8, 0),
     "rope": (8, 0),
+    "sampling": (9, 0),
     "decode": (8, 0),
     "decode_fp8": (8, 9),
 }

@@ -27,6 +27,7 @@ PUBLIC_OPS = {
     "apply_rope_": ("rope", "rope"),
     "apply_rope_with_cos_sin_cache": ("rope", "rope"),
     "apply_rope_with_cos_sin_cache_": ("rope", "rope"),
+    "softmax": ("sampling", "softmax"),
 }
 
 

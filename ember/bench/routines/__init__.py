@@ -40,6 +40,7 @@ ROUTINE_MODULES: tuple[str, ...] = (
     "ember.bench.routines.decode",
     "ember.bench.routines.norm",
     "ember.bench.routines.rope",
+    "ember.bench.routines.sampling",
 )
 
 #: One unit of work: a case and how one backend variant computes it (or why it cannot).

@@ -1,0 +1,188 @@
+"""Bench routine ``softmax``: softmax of logits over per-row temperatures, fp32 probabilities.
+
+A shape is ``RxV``: rows (requests) x vocabulary. Temperatures are a ``[R]`` fp32 tensor in
+``[0.3, 1.3)``.
+
+Backends
+--------
+``ember``
+    ``ember.softmax(logits, temperature)``.
+``torch`` / ``torch_compile``
+    ``torch.softmax(logits.float() / temperature[:, None], -1)``, eager and compiled.
+``flashinfer``
+    ``flashinfer.sampling.softmax(logits, temperature)``.
+
+Bytes moved: the logits read once, the fp32 probabilities written once, the temperatures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ember.bench.case import (
+    Case,
+    Impl,
+    Inputs,
+    Skip,
+    format_shape,
+    itemsize,
+    parse_dtype,
+    torch_dtype,
+)
+from ember.bench.routines import Work, expand_backends, routine
+
+if TYPE_CHECKING:
+    from ember.bench.harness import BenchContext
+
+__all__ = ["softmax", "torch_softmax"]
+
+SOFTMAX = "softmax"
+_BACKENDS = {
+    "ember": ("default",),
+    "torch": ("default",),
+    "torch_compile": ("default",),
+    "flashinfer": ("default",),
+}
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def torch_softmax(logits: Any, temperature: Any) -> Any:
+    """What users write: fp32 softmax of the temperature-scaled logits."""
+    return _torch().softmax(logits.float() / temperature[:, None], dim=-1)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    default = "128x128256,1x128256,32x151936"
+
+    def shapes(text: str) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for item in text.split(","):
+            try:
+                r, v = (int(x) for x in item.strip().lower().split("x"))
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"softmax shape {item!r}: expected RxV") from None
+            if r < 1 or v < 1:
+                raise argparse.ArgumentTypeError(f"softmax shape {item!r}: positive integers")
+            out.append((r, v))
+        return out
+
+    p.add_argument(
+        "--shapes",
+        type=shapes,
+        default=shapes(default),
+        help=f"RxV: rows x vocabulary, comma-separated (default {default})",
+    )
+    p.add_argument(
+        "--dtypes",
+        type=lambda t: [parse_dtype(s) for s in t.split(",")],
+        default=["fp32"],
+        help="logits dtype: fp32, bf16 or fp16 (default fp32)",
+    )
+
+
+def _case(ctx: BenchContext, shape: tuple[int, int], dtype: str) -> Case:
+    rows, vocab = shape
+    device = ctx.device
+
+    def make_inputs() -> Inputs:
+        torch = _torch()
+        return {
+            "logits": (4 * torch.randn(rows, vocab, device=device)).to(torch_dtype(dtype)),
+            "temperature": torch.rand(rows, device=device) + 0.3,
+        }
+
+    return Case(
+        routine=SOFTMAX,
+        shape=shape,
+        dtype=dtype,
+        make_inputs=make_inputs,
+        reference=lambda i: (
+            _torch()
+            .softmax(i["logits"].double() / i["temperature"].double()[:, None], dim=-1)
+            .float(),
+        ),
+        outputs=lambda i, result: (result,),
+        nbytes=rows * vocab * (itemsize(dtype) + 4) + rows * 4,
+        params={"temperature": "per-row tensor"},
+        cli=("--shapes", format_shape(shape), "--dtypes", dtype),
+        reference_source="torch.softmax in fp64",
+        tolerance=(1e-4, 1e-6),
+    )
+
+
+def _ember(variant: str) -> Impl | Skip:
+    import ember
+
+    return Impl(
+        "ember",
+        variant,
+        lambda i: functools.partial(ember.softmax, i["logits"], i["temperature"]),
+        ember.__version__,
+    )
+
+
+def _torch_eager(variant: str) -> Impl | Skip:
+    return Impl(
+        "torch",
+        variant,
+        lambda i: functools.partial(torch_softmax, i["logits"], i["temperature"]),
+        _torch().__version__,
+    )
+
+
+def _torch_compile(variant: str) -> Impl | Skip:
+    torch = _torch()
+    torch._dynamo.reset()
+    compiled = torch.compile(torch_softmax, dynamic=False)
+    return Impl(
+        "torch_compile",
+        variant,
+        lambda i: functools.partial(compiled, i["logits"], i["temperature"]),
+        torch.__version__,
+    )
+
+
+def _flashinfer(variant: str) -> Impl | Skip:
+    try:
+        fi = importlib.import_module("flashinfer")
+        fn = importlib.import_module("flashinfer.sampling").softmax
+    except Exception as exc:
+        return Skip("flashinfer", variant, f"flashinfer.sampling.softmax is not usable ({exc})")
+    return Impl(
+        "flashinfer",
+        variant,
+        lambda i: functools.partial(fn, i["logits"], i["temperature"]),
+        getattr(fi, "__version__", ""),
+    )
+
+
+_BUILDERS: dict[str, Callable[[str], Impl | Skip]] = {
+    "ember": _ember,
+    "torch": _torch_eager,
+    "torch_compile": _torch_compile,
+    "flashinfer": _flashinfer,
+}
+
+
+@routine(SOFTMAX, help="softmax with per-row temperature", backends=_BACKENDS, arguments=_arguments)
+def softmax(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
+    """Every selected backend at every shape and dtype."""
+    pairs = expand_backends(args.backends, _BACKENDS)
+    for shape in args.shapes:
+        for dtype in args.dtypes:
+            case = _case(ctx, tuple(shape), dtype)
+            for backend, variant in pairs:
+                try:
+                    impl = _BUILDERS[backend](variant)
+                except Exception as exc:
+                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
+                yield case, impl

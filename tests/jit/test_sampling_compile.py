@@ -1,0 +1,65 @@
+"""The sampling family on a machine with no GPU: compiles for sm_90a, validates every input (R4.6)."""
+
+# ruff: noqa: E501  (the tables keep one bad input per line)
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import ember
+from ember.config import knobs
+from ember.jit import resolve
+from ember.ops import sampling
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+@pytest.fixture(autouse=True)
+def _sm90a() -> Iterator[None]:
+    with knobs.scope(cuda_arch_list=("9.0a",)):
+        yield
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("sampling-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _reuse_builds(shared_cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBER_CACHE_DIR", shared_cache)
+
+
+def test_module_builds_for_exactly_sm90a_and_needs_sm90() -> None:
+    assert sampling._module(torch.zeros(1), "test").softmax is not None
+    manifest = (resolve(sampling.sampling_spec("fp32")).entry / "build.ninja").read_text()
+    assert re.findall(r"-gencode=\S+", manifest) == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert sampling.sampling_spec("bf16").archs == ("sm90+",)
+
+
+L = torch.zeros(4, 1000, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "err", "pattern"),
+    [
+        ((torch.zeros(4, 1000, dtype=torch.int32),), {}, TypeError, r"`logits` must be bfloat16, float16 or float32"),
+        ((torch.zeros(4, 10, 100, dtype=torch.bfloat16),), {}, ValueError, r"`logits` must be 2-D|ndim"),
+        ((L,), {"out": torch.zeros(4, 1000, dtype=torch.bfloat16)}, TypeError, r"`out` must have dtype float32, got bfloat16"),
+        ((L,), {"out": torch.zeros(4, 999)}, ValueError, r"`out` must have the shape of `logits`"),
+        ((torch.zeros(1000, 4, dtype=torch.bfloat16).t(),), {}, ValueError, r"last dimension of `logits` must be contiguous"),
+        ((L, 0.0), {}, ValueError, r"`temperature` must be finite and > 0, got 0"),
+        ((L, float("nan")), {}, ValueError, r"`temperature` must be finite and > 0"),
+        ((L, torch.ones(3)), {}, ValueError, r"`temperature` must be a scalar or \[rows=4\], got \[3\]"),
+        ((L, torch.ones(4, dtype=torch.float64)), {}, TypeError, r"`temperature` must have dtype float32"),
+        ((torch.zeros(1, 8 * 60000, dtype=torch.bfloat16),), {}, ValueError, r"the vocabulary must be at most \d+ .* got 480000"),
+        ((L, torch.ones(4)), {}, ValueError, r"`logits` must be on a CUDA device, got cpu"),
+    ],
+)  # fmt: skip
+def test_bad_inputs_raise_before_launch(args, kwargs, err, pattern) -> None:
+    with pytest.raises(err, match=pattern):
+        ember.softmax(*args, **kwargs)
