@@ -66,6 +66,9 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     struct alignas(16) Pack {
       T v[kE];
     };
+    // NOTE: unrolled so that several 16-byte loads are in flight per thread (smem stores do not
+    // alias the global loads)
+#pragma unroll 4
     for (int i = threadIdx.x; i * kE < n; i += kSoftmaxThreads) {
       const Pack x = reinterpret_cast<const Pack*>(in)[i];
 #pragma unroll
@@ -78,6 +81,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       }
     }
   } else {
+#pragma unroll 4
     for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
       const float v = to_float(in[i]) * inv_t;
       row_smem[i] = v;
