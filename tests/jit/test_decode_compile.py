@@ -8,33 +8,18 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
 
-from ember.config import knobs
 from ember.jit import resolve
 from ember.ops import decode, paged
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-
-
-@pytest.fixture(autouse=True)
-def _sm90a() -> Iterator[None]:
-    with knobs.scope(cuda_arch_list=("9.0a",)):
-        yield
-
-
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("decode-cache"))
-
-
-@pytest.fixture(autouse=True)
-def _reuse_builds(shared_cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EMBER_CACHE_DIR", shared_cache)
+pytestmark = [
+    pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed"),
+    pytest.mark.usefixtures("sm90a_builds"),
+]
 
 
 def test_module_builds_two_units_for_exactly_sm90a() -> None:

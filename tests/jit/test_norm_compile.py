@@ -8,34 +8,18 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 
 import pytest
 import torch
 
 import ember
-from ember.config import knobs
 from ember.jit import resolve
 from ember.ops import norm
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-
-
-@pytest.fixture(autouse=True)
-def _sm90a() -> Iterator[None]:
-    with knobs.scope(cuda_arch_list=("9.0a",)):
-        yield
-
-
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("norm-cache"))
-
-
-@pytest.fixture(autouse=True)
-def _reuse_builds(shared_cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # NOTE: one cache for this module, so each dtype compiles once here.
-    monkeypatch.setenv("EMBER_CACHE_DIR", shared_cache)
+pytestmark = [
+    pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed"),
+    pytest.mark.usefixtures("sm90a_builds"),
+]
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])

@@ -31,17 +31,9 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ember.bench.case import (
-    Case,
-    Impl,
-    Inputs,
-    Skip,
-    format_shape,
-    itemsize,
-    parse_dtype,
-    torch_dtype,
-)
-from ember.bench.routines import Work, expand_backends, routine
+from ember.bench.case import Case, Impl, Inputs, Skip, format_shape, itemsize, torch_dtype
+from ember.bench.routines import Work, routine
+from ember.bench.routines.common import each_case, int_shapes, shape_arguments
 
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
@@ -82,38 +74,15 @@ def _reference(op: str, x: Any) -> Any:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    default = "8192x14336,1x14336,16x14336,64x14336"
-
-    def shapes(text: str) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        for item in text.split(","):
-            parts = item.strip().lower().split("x")
-            try:
-                t, d = (int(v) for v in parts)
-            except ValueError:
-                raise argparse.ArgumentTypeError(
-                    f"activation shape {item!r}: expected TxD (tokens x output width)"
-                ) from None
-            if t < 1 or d < 1:
-                raise argparse.ArgumentTypeError(f"activation shape {item!r}: positive integers")
-            out.append((t, d))
-        return out
-
-    p.add_argument(
-        "--shapes",
-        type=shapes,
-        default=shapes(default),
-        help=f"TxD: tokens x output width (input [T, 2D]), comma-separated (default {default})",
-    )
-    p.add_argument(
-        "--dtypes",
-        type=lambda t: [parse_dtype(s) for s in t.split(",")],
-        default=["bf16"],
-        help="bf16, fp16 or fp32 (default bf16)",
+    shape_arguments(
+        p,
+        shapes=int_shapes(2, "activation", "TxD"),
+        default="8192x14336,1x14336,16x14336,64x14336",
+        meaning="TxD: tokens x output width (input [T, 2D])",
     )
 
 
-def _case(op: str, ctx: BenchContext, shape: tuple[int, int], dtype: str) -> Case:
+def _case(op: str, ctx: BenchContext, shape: tuple[int, ...], dtype: str) -> Case:
     tokens, d = shape
     device = ctx.device
 
@@ -224,16 +193,12 @@ _BUILDERS: dict[str, Callable[[str, str], Impl | Skip]] = {
 
 
 def _work(op: str, ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
-    pairs = expand_backends(args.backends, _BACKENDS)
-    for shape in args.shapes:
-        for dtype in args.dtypes:
-            case = _case(op, ctx, tuple(shape), dtype)
-            for backend, variant in pairs:
-                try:
-                    impl = _BUILDERS[backend](op, variant)
-                except Exception as exc:
-                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
-                yield case, impl
+    return each_case(
+        args,
+        _BACKENDS,
+        lambda shape, dtype: _case(op, ctx, shape, dtype),
+        lambda shape, backend, variant: _BUILDERS[backend](op, variant),
+    )
 
 
 def _register(op: str) -> Callable[[BenchContext, argparse.Namespace], Iterable[Work]]:

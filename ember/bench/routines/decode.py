@@ -35,7 +35,8 @@ from ember.bench.case import (
     parse_dtype,
     torch_dtype,
 )
-from ember.bench.routines import Work, expand_backends, routine
+from ember.bench.routines import Work, routine
+from ember.bench.routines.common import each_case, int_shapes
 from ember.testing.reference import page_table
 
 if TYPE_CHECKING:
@@ -268,16 +269,12 @@ def _work(
     make_case: Callable[..., Case],
     builders: dict[str, Callable[..., Impl | Skip]],
 ) -> Iterator[Work]:
-    pairs = expand_backends(args.backends, known)
-    for shape in args.shapes:
-        for dtype in args.dtypes:
-            case = make_case(ctx, tuple(shape), dtype, args)
-            for backend, variant in pairs:
-                try:
-                    impl = builders[backend](tuple(shape), variant, args)
-                except Exception as exc:
-                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
-                yield case, impl
+    return each_case(
+        args,
+        known,
+        lambda shape, dtype: make_case(ctx, shape, dtype, args),
+        lambda shape, backend, variant: builders[backend](shape, variant, args),
+    )
 
 
 @routine(
@@ -294,30 +291,9 @@ def decode(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
 # --- append_kv ------------------------------------------------------------------------------
 
 
-def _int_shapes(n: int, label: str, names: str) -> Callable[[str], list[tuple[int, ...]]]:
-    """A ``--shapes`` parser: comma-separated shapes of ``n`` positive integers (``names``)."""
-
-    def shapes(text: str) -> list[tuple[int, ...]]:
-        out: list[tuple[int, ...]] = []
-        for item in text.split(","):
-            parts = item.strip().lower().split("x")
-            try:
-                shape = tuple(int(v) for v in parts)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{label} shape {item!r}: integers") from None
-            if len(shape) != n or min(shape) < 1:
-                raise argparse.ArgumentTypeError(
-                    f"{label} shape {item!r}: expected {n} positive integers {names}"
-                )
-            out.append(shape)
-        return out
-
-    return shapes
-
-
 def _append_arguments(p: argparse.ArgumentParser) -> None:
     default = "256x1x8x128x16,8x512x8x128x16"
-    shapes = _int_shapes(5, "append", "BxNxHKxDxP")
+    shapes = int_shapes(5, "append", "BxNxHKxDxP")
 
     p.add_argument(
         "--shapes",
@@ -460,8 +436,8 @@ def _merge_arguments(p: argparse.ArgumentParser) -> None:
     default = "4096x2x32x128,64x16x32x128"
     p.add_argument(
         "--shapes",
-        type=_int_shapes(4, "merge", "RxSxHxD"),
-        default=_int_shapes(4, "merge", "RxSxHxD")(default),
+        type=int_shapes(4, "merge", "RxSxHxD"),
+        default=int_shapes(4, "merge", "RxSxHxD")(default),
         help=f"RxSxHxD: rows x states x heads x head_dim (default {default})",
     )
     p.add_argument(

@@ -26,17 +26,9 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ember.bench.case import (
-    Case,
-    Impl,
-    Inputs,
-    Skip,
-    format_shape,
-    itemsize,
-    parse_dtype,
-    torch_dtype,
-)
-from ember.bench.routines import Work, expand_backends, routine
+from ember.bench.case import Case, Impl, Inputs, Skip, format_shape, itemsize, torch_dtype
+from ember.bench.routines import Work, routine
+from ember.bench.routines.common import each_case, int_shapes, shape_arguments
 
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
@@ -83,33 +75,11 @@ def torch_rope_(q: Any, k: Any, positions: Any, cache: Any) -> None:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    default = "8192x32x8x128,1x32x8x128,64x32x8x128"
-
-    def shapes(text: str) -> list[tuple[int, ...]]:
-        out: list[tuple[int, ...]] = []
-        for item in text.split(","):
-            try:
-                shape = tuple(int(v) for v in item.strip().lower().split("x"))
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"rope shape {item!r}: integers") from None
-            if len(shape) != 4 or min(shape) < 1 or shape[3] % 2:
-                raise argparse.ArgumentTypeError(
-                    f"rope shape {item!r}: expected TxHQxHKxD, positive, D even"
-                )
-            out.append(shape)
-        return out
-
-    p.add_argument(
-        "--shapes",
-        type=shapes,
-        default=shapes(default),
-        help=f"TxHQxHKxD, comma-separated (default {default})",
-    )
-    p.add_argument(
-        "--dtypes",
-        type=lambda t: [parse_dtype(s) for s in t.split(",")],
-        default=["bf16"],
-        help="bf16, fp16 or fp32 (default bf16)",
+    shape_arguments(
+        p,
+        shapes=int_shapes(4, "rope", "TxHQxHKxD", lambda s: "D must be even" if s[3] % 2 else None),
+        default="8192x32x8x128,1x32x8x128,64x32x8x128",
+        meaning="TxHQxHKxD: tokens x query heads x kv heads x head_dim",
     )
 
 
@@ -221,13 +191,9 @@ _BUILDERS: dict[str, Callable[[str], Impl | Skip]] = {
 )
 def rope(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
     """Every selected backend at every shape and dtype."""
-    pairs = expand_backends(args.backends, _BACKENDS)
-    for shape in args.shapes:
-        for dtype in args.dtypes:
-            case = _case(ctx, tuple(shape), dtype)
-            for backend, variant in pairs:
-                try:
-                    impl = _BUILDERS[backend](variant)
-                except Exception as exc:
-                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
-                yield case, impl
+    return each_case(
+        args,
+        _BACKENDS,
+        lambda shape, dtype: _case(ctx, shape, dtype),
+        lambda shape, backend, variant: _BUILDERS[backend](variant),
+    )

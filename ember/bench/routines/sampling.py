@@ -23,17 +23,9 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ember.bench.case import (
-    Case,
-    Impl,
-    Inputs,
-    Skip,
-    format_shape,
-    itemsize,
-    parse_dtype,
-    torch_dtype,
-)
-from ember.bench.routines import Work, expand_backends, routine
+from ember.bench.case import Case, Impl, Inputs, Skip, format_shape, itemsize, torch_dtype
+from ember.bench.routines import Work, routine
+from ember.bench.routines.common import each_case, int_shapes, shape_arguments
 
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
@@ -61,35 +53,17 @@ def torch_softmax(logits: Any, temperature: Any) -> Any:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    default = "128x128256,1x128256,32x151936"
-
-    def shapes(text: str) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        for item in text.split(","):
-            try:
-                r, v = (int(x) for x in item.strip().lower().split("x"))
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"softmax shape {item!r}: expected RxV") from None
-            if r < 1 or v < 1:
-                raise argparse.ArgumentTypeError(f"softmax shape {item!r}: positive integers")
-            out.append((r, v))
-        return out
-
-    p.add_argument(
-        "--shapes",
-        type=shapes,
-        default=shapes(default),
-        help=f"RxV: rows x vocabulary, comma-separated (default {default})",
-    )
-    p.add_argument(
-        "--dtypes",
-        type=lambda t: [parse_dtype(s) for s in t.split(",")],
-        default=["fp32"],
-        help="logits dtype: fp32, bf16 or fp16 (default fp32)",
+    shape_arguments(
+        p,
+        shapes=int_shapes(2, "softmax", "RxV"),
+        default="128x128256,1x128256,32x151936",
+        meaning="RxV: rows x vocabulary",
+        dtypes="fp32",
+        dtype_help="logits dtype: fp32, bf16 or fp16",
     )
 
 
-def _case(ctx: BenchContext, shape: tuple[int, int], dtype: str) -> Case:
+def _case(ctx: BenchContext, shape: tuple[int, ...], dtype: str) -> Case:
     rows, vocab = shape
     device = ctx.device
 
@@ -176,13 +150,9 @@ _BUILDERS: dict[str, Callable[[str], Impl | Skip]] = {
 @routine(SOFTMAX, help="softmax with per-row temperature", backends=_BACKENDS, arguments=_arguments)
 def softmax(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
     """Every selected backend at every shape and dtype."""
-    pairs = expand_backends(args.backends, _BACKENDS)
-    for shape in args.shapes:
-        for dtype in args.dtypes:
-            case = _case(ctx, tuple(shape), dtype)
-            for backend, variant in pairs:
-                try:
-                    impl = _BUILDERS[backend](variant)
-                except Exception as exc:
-                    impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
-                yield case, impl
+    return each_case(
+        args,
+        _BACKENDS,
+        lambda shape, dtype: _case(ctx, shape, dtype),
+        lambda shape, backend, variant: _BUILDERS[backend](variant),
+    )
