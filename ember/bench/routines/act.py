@@ -197,7 +197,7 @@ def _work(op: str, ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work
         args,
         _BACKENDS,
         lambda shape, dtype: _case(op, ctx, shape, dtype),
-        lambda shape, backend, variant: _BUILDERS[backend](op, variant),
+        lambda shape, dtype, backend, variant: _BUILDERS[backend](op, variant),
     )
 
 

@@ -69,17 +69,17 @@ def each_case(
     args: argparse.Namespace,
     known: Mapping[str, Sequence[str]],
     make_case: Callable[[tuple[int, ...], str], Case],
-    build: Callable[[tuple[int, ...], str, str], Impl | Skip | Any],
+    build: Callable[[tuple[int, ...], str, str, str], Impl | Skip | Any],
 ) -> Iterator[Work]:
     """Every selected (backend, variant) at every shape and dtype of ``args``;
-    ``build(shape, backend, variant)`` makes the implementation."""
+    ``build(shape, dtype, backend, variant)`` makes the implementation."""
     pairs = expand_backends(args.backends, known)
     for shape in args.shapes:
         for dtype in args.dtypes:
             case = make_case(tuple(shape), dtype)
             for backend, variant in pairs:
                 try:
-                    impl = build(tuple(shape), backend, variant)
+                    impl = build(tuple(shape), dtype, backend, variant)
                 except Exception as exc:
                     impl = Skip(backend, variant, f"{type(exc).__name__}: {exc}", error=True)
                 yield case, impl

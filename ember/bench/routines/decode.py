@@ -273,7 +273,7 @@ def _work(
         args,
         known,
         lambda shape, dtype: make_case(ctx, shape, dtype, args),
-        lambda shape, backend, variant: builders[backend](shape, variant, args),
+        lambda shape, dtype, backend, variant: builders[backend](shape, variant, args),
     )
 
 

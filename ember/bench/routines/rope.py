@@ -195,5 +195,5 @@ def rope(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
         args,
         _BACKENDS,
         lambda shape, dtype: _case(ctx, shape, dtype),
-        lambda shape, backend, variant: _BUILDERS[backend](variant),
+        lambda shape, dtype, backend, variant: _BUILDERS[backend](variant),
     )

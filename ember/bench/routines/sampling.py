@@ -93,7 +93,7 @@ def _case(ctx: BenchContext, shape: tuple[int, ...], dtype: str) -> Case:
     )
 
 
-def _ember(variant: str) -> Impl | Skip:
+def _ember(variant: str, dtype: str) -> Impl | Skip:
     import ember
 
     return Impl(
@@ -104,7 +104,7 @@ def _ember(variant: str) -> Impl | Skip:
     )
 
 
-def _torch_eager(variant: str) -> Impl | Skip:
+def _torch_eager(variant: str, dtype: str) -> Impl | Skip:
     return Impl(
         "torch",
         variant,
@@ -113,7 +113,7 @@ def _torch_eager(variant: str) -> Impl | Skip:
     )
 
 
-def _torch_compile(variant: str) -> Impl | Skip:
+def _torch_compile(variant: str, dtype: str) -> Impl | Skip:
     torch = _torch()
     torch._dynamo.reset()
     compiled = torch.compile(torch_softmax, dynamic=False)
@@ -125,7 +125,9 @@ def _torch_compile(variant: str) -> Impl | Skip:
     )
 
 
-def _flashinfer(variant: str) -> Impl | Skip:
+def _flashinfer(variant: str, dtype: str) -> Impl | Skip:
+    if dtype != "fp32":
+        return Skip("flashinfer", variant, "FlashInfer's softmax takes fp32 logits")
     try:
         fi = importlib.import_module("flashinfer")
         fn = importlib.import_module("flashinfer.sampling").softmax
@@ -139,7 +141,7 @@ def _flashinfer(variant: str) -> Impl | Skip:
     )
 
 
-_BUILDERS: dict[str, Callable[[str], Impl | Skip]] = {
+_BUILDERS: dict[str, Callable[[str, str], Impl | Skip]] = {
     "ember": _ember,
     "torch": _torch_eager,
     "torch_compile": _torch_compile,
@@ -154,5 +156,5 @@ def softmax(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
         args,
         _BACKENDS,
         lambda shape, dtype: _case(ctx, shape, dtype),
-        lambda shape, backend, variant: _BUILDERS[backend](variant),
+        lambda shape, dtype, backend, variant: _BUILDERS[backend](variant, dtype),
     )

@@ -8,6 +8,7 @@
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/optional.h>
 
+#include <cfloat>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -49,10 +50,14 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
   const int64_t rows = logits.shape()[0];
   const int64_t vocab = logits.shape()[1];
   const int64_t chunk = ((vocab + s::kSoftmaxCluster - 1) / s::kSoftmaxCluster + 7) / 8 * 8;
-  if (chunk > kMaxChunk || rows * s::kSoftmaxCluster > INT32_MAX) {
+  if (chunk > kMaxChunk) {
     TVM_FFI_THROW(ValueError) << fn << ": the vocabulary must be at most "
                               << kMaxChunk * s::kSoftmaxCluster << " (a row lives in the shared "
                               << "memory of " << s::kSoftmaxCluster << " CTAs), got " << vocab;
+  }
+  if (rows * s::kSoftmaxCluster > INT32_MAX) {
+    TVM_FFI_THROW(ValueError) << fn << ": at most " << INT32_MAX / s::kSoftmaxCluster
+                              << " rows, got " << rows;
   }
   if (temperature.has_value()) {
     const TensorView& t = *temperature;
@@ -62,9 +67,11 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
                                 << "], got " << b::shape_str(t);
     }
     b::expect_contiguous(fn, "temperature", t);
-  } else if (!(scalar_temperature > 0) || !std::isfinite(scalar_temperature)) {
-    TVM_FFI_THROW(ValueError) << fn << ": `temperature` must be finite and > 0, got "
-                              << scalar_temperature;
+  } else if (!(static_cast<float>(scalar_temperature) >= FLT_MIN) ||
+             !std::isfinite(static_cast<float>(scalar_temperature))) {
+    TVM_FFI_THROW(ValueError) << fn
+                              << ": `temperature` must be a finite float32 > 0 (>= " << FLT_MIN
+                              << "), got " << scalar_temperature;
   }
   b::expect_device(fn, "logits", logits, kDLCUDA, "a CUDA device");
   b::expect_same_device(fn, "out", probs, "logits", logits);

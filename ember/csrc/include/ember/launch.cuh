@@ -65,14 +65,20 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
                           int device, Args... args) {
   constexpr int kMaxDevices = 64;
   static CUfunction funcs[kMaxDevices] = {};
+  static size_t opted_smem[kMaxDevices] = {};  // the dynamic shared memory allowed so far
   const LaunchKernelExFn launch = EMBER_DRIVER_LAUNCH ? driver_launch_kernel_ex() : nullptr;
   if (launch != nullptr && device >= 0 && device < kMaxDevices) {
     if (funcs[device] == nullptr) {
-      cudaError_t err = allow_dynamic_smem<Kernel>(smem);
       cudaFunction_t f = nullptr;
-      if (err == cudaSuccess) err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
+      const cudaError_t err = cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(Kernel));
       if (err != cudaSuccess) return err;
       funcs[device] = reinterpret_cast<CUfunction>(f);
+    }
+    // NOTE: a kernel whose shared memory depends on the problem (e.g. softmax's row chunk) may
+    // need more than any earlier launch: the opt-in follows the largest request.
+    if (smem > opted_smem[device]) {
+      if (const cudaError_t err = allow_dynamic_smem<Kernel>(smem); err != cudaSuccess) return err;
+      opted_smem[device] = smem;
     }
     CUlaunchAttribute attr[1];
     attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

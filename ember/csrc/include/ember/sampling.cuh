@@ -62,24 +62,36 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const float inv_t = 1.f / t;
   float mx = -INFINITY;
   if constexpr (VEC) {
+    // n is a multiple of the pack here (vocab and chunk are): 4 packs in flight per thread,
+    // then a remainder loop; shared-memory stores as float4.
     constexpr int kE = 16 / static_cast<int>(sizeof(T));
     struct alignas(16) Pack {
       T v[kE];
     };
-    // NOTE: unrolled so that several 16-byte loads are in flight per thread (smem stores do not
-    // alias the global loads)
-#pragma unroll 4
-    for (int i = threadIdx.x; i * kE < n; i += kSoftmaxThreads) {
-      const Pack x = reinterpret_cast<const Pack*>(in)[i];
+    const Pack* src = reinterpret_cast<const Pack*>(in);
+    const int packs = n / kE;
+    auto put = [&](int i, const Pack& x) {
+      float f[kE];
 #pragma unroll
       for (int j = 0; j < kE; ++j) {
-        if (i * kE + j < n) {
-          const float v = to_float(x.v[j]) * inv_t;
-          row_smem[i * kE + j] = v;
-          mx = fmaxf(mx, v);
-        }
+        f[j] = to_float(x.v[j]) * inv_t;
+        mx = fmaxf(mx, f[j]);
       }
+#pragma unroll
+      for (int j = 0; j < kE; j += 4) {
+        *reinterpret_cast<float4*>(row_smem + i * kE + j) =
+            make_float4(f[j], f[j + 1], f[j + 2], f[j + 3]);
+      }
+    };
+    int i = threadIdx.x;
+    for (; i + 3 * kSoftmaxThreads < packs; i += 4 * kSoftmaxThreads) {
+      Pack x[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) x[u] = src[i + u * kSoftmaxThreads];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) put(i + u * kSoftmaxThreads, x[u]);
     }
+    for (; i < packs; i += kSoftmaxThreads) put(i, src[i]);
   } else {
 #pragma unroll 4
     for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
