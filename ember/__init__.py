@@ -32,7 +32,7 @@ from ember.ops.rope import (
     apply_rope_with_cos_sin_cache,
     apply_rope_with_cos_sin_cache_,
 )
-from ember.ops.sampling import softmax
+from ember.ops.sampling import sampling_from_probs, softmax
 
 __all__ = [
     "ArtifactError",
@@ -58,6 +58,7 @@ __all__ = [
     "merge_states",
     "plan_batch_decode",
     "rmsnorm",
+    "sampling_from_probs",
     "silu_and_mul",
     "single_decode",
     "softmax",

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The H200 run for issue 5 so far (gated activations, RoPE, softmax): cold compile, GPU tests, and
+# The H200 run for issue 5 so far (gated activations, RoPE, softmax, sampling from probabilities):
+# cold compile, GPU tests, and
 # the harness tables against torch eager, torch.compile, FlashInfer and Liger. Device tool,
 # `.whl` carried; output under $OUT.
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_issue5.sh
@@ -22,3 +23,4 @@ python3 -m ember.bench rope --backends ember,torch,torch_compile,flashinfer --sh
 echo "== softmax"
 timeout 200 python3 -m pytest -q tests/ops/test_sampling.py -p no:cacheprovider > $OUT/tests_sampling.txt 2>&1; tail -3 $OUT/tests_sampling.txt
 python3 -m ember.bench softmax --backends ember,torch,torch_compile,flashinfer --out $OUT/bench.jsonl -q > $OUT/t_softmax.md 2>&1; tail -6 $OUT/t_softmax.md
+python3 -m ember.bench sampling_from_probs --backends ember,torch,flashinfer --out $OUT/bench.jsonl -q > $OUT/t_sample.md 2>&1; tail -5 $OUT/t_sample.md

@@ -1,4 +1,4 @@
-"""Sampling: softmax with temperature (the first op of the family; the samplers come next).
+"""Sampling: softmax with temperature and sampling from probabilities (top-k/top-p come next).
 
 Device code ``csrc/include/ember/sampling.cuh`` → ``csrc/ops/sampling.{cc,cu}`` → one module per
 logits dtype (``sampling_bf16``, ``sampling_fp16``, ``sampling_fp32``). The softmax uses
@@ -13,7 +13,7 @@ from typing import Any
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 
-__all__ = ["sampling_spec", "softmax"]
+__all__ = ["sampling_from_probs", "sampling_spec", "softmax"]
 
 DTYPES: dict[str, tuple[str, str, int]] = {
     "bf16": ("ember::bfloat16", "kDLBfloat", 16),
@@ -101,3 +101,61 @@ def _float32() -> Any:
     import torch
 
     return torch.float32
+
+
+def sampling_from_probs(
+    probs: Any,
+    *,
+    seed: int | None = None,
+    offset: int = 0,
+    generator: Any = None,
+    out: Any = None,
+) -> Any:
+    """One token per row, index ``i`` drawn with probability ``probs[i] / sum(probs)``.
+
+    Inverse-CDF sampling over the row held in one cluster's shared memory (a single read of the
+    probabilities, no sort). Reproducible: the uniform of row ``r`` is Philox4x32-10 of
+    ``(seed, offset, r)``, so the same ``seed`` and ``offset`` give the same tokens on any GPU;
+    advance ``offset`` between steps. Nothing synchronises the host.
+
+    Parameters
+    ----------
+    probs:
+        ``[rows, vocab]`` fp32 on a CUDA device (sm_90+), non-negative (need not sum to 1), last
+        dimension contiguous.
+    seed:
+        The Philox key; default: drawn from ``generator`` (a CPU ``torch.Generator``, or torch's
+        default CPU generator), which costs no device synchronisation.
+    offset:
+        The Philox counter (>= 0).
+    out:
+        Optional int32 ``[rows]`` output.
+
+    Returns
+    -------
+    int32 ``[rows]``: token indices; an element of probability 0 is never drawn; a row whose sum
+    is 0 or not finite gets -1.
+    """
+    fn = "ember.sampling_from_probs"
+    import torch
+
+    if not isinstance(probs, torch.Tensor):
+        raise TypeError(f"{fn}: `probs` must be a torch.Tensor, got {type(probs).__name__}")
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"{fn}: `offset` must be an int >= 0, got {offset!r}")
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    elif not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"{fn}: `seed` must be an int in [0, 2^63), got {seed!r}")
+    mod = _module_fp32(fn)  # probabilities are fp32: one module serves every logits dtype
+    if out is None:
+        out = torch.empty(probs.shape[0] if probs.dim() >= 1 else 0, dtype=torch.int32,
+                          device=probs.device)  # fmt: skip
+    mod.sampling_from_probs(probs, out, seed, offset)
+    return out
+
+
+def _module_fp32(fn: str) -> Any:
+    import torch
+
+    return _module(torch.empty(0), fn)

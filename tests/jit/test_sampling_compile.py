@@ -49,3 +49,37 @@ L = torch.zeros(4, 1000, dtype=torch.bfloat16)
 def test_bad_inputs_raise_before_launch(args, kwargs, err, pattern) -> None:
     with pytest.raises(err, match=pattern):
         ember.softmax(*args, **kwargs)
+
+
+P = torch.full((4, 1000), 1e-3)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "err", "pattern"),
+    [
+        ((P.bfloat16(),), {}, TypeError, r"`probs` must have dtype float32, got bfloat16"),
+        ((torch.zeros(4, 10, 100),), {}, ValueError, r"`probs`"),
+        ((P,), {"out": torch.zeros(4, dtype=torch.int64)}, TypeError, r"`out` must have dtype int32"),
+        ((P,), {"out": torch.zeros(3, dtype=torch.int32)}, ValueError, r"`out` must be \[rows=4\], got \[3\]"),
+        ((torch.zeros(1000, 4).t(),), {}, ValueError, r"last dimension of `probs` must be contiguous"),
+        ((P,), {"offset": -1}, ValueError, r"`offset` must be an int >= 0, got -1"),
+        ((P,), {"seed": -5}, ValueError, r"`seed` must be an int in \[0, 2\^63\), got -5"),
+        (("x",), {}, TypeError, r"`probs` must be a torch.Tensor, got str"),
+        ((P,), {}, ValueError, r"`probs` must be on a CUDA device, got cpu"),
+    ],
+)  # fmt: skip
+def test_sampling_bad_inputs_raise_before_launch(args, kwargs, err, pattern) -> None:
+    with pytest.raises(err, match=pattern):
+        ember.sampling_from_probs(*args, **kwargs)
+
+
+def test_seed_is_drawn_from_the_given_cpu_generator() -> None:
+    g = torch.Generator().manual_seed(7)
+    before = g.get_state().clone()
+    with pytest.raises(ValueError, match=r"on a CUDA device"):  # the binding's device check
+        ember.sampling_from_probs(P, generator=g)
+    assert not g.get_state().equal(before), "the seed must come from `generator`"
+    untouched = torch.Generator().manual_seed(7)
+    with pytest.raises(ValueError, match=r"on a CUDA device"):
+        ember.sampling_from_probs(P, seed=3, generator=untouched)
+    assert untouched.get_state().equal(before), "an explicit seed must not consume the generator"

@@ -27,3 +27,15 @@ def test_shapes_parse_and_reject() -> None:
     assert p.parse_args(["--shapes", "128x128256"]).shapes == [(128, 128256)]
     with pytest.raises(SystemExit):
         p.parse_args(["--shapes", "128"])
+
+
+def test_sampling_case_checks_the_support_of_each_draw() -> None:
+    from ember.bench.routines.sampling import _sample_case
+
+    case = _sample_case(argparse.Namespace(device="cpu"), (4, 30), "fp32")  # type: ignore[arg-type]
+    inputs = case.make_inputs()
+    (want,) = case.reference(inputs)
+    good = torch.multinomial(inputs["probs"], 1)
+    assert torch.equal(case.outputs(inputs, good)[0], want)
+    bad = torch.zeros(4, 1, dtype=torch.long)  # token 0 has probability 0 in every row
+    assert not torch.equal(case.outputs(inputs, bad)[0], want)

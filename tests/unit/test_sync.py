@@ -28,6 +28,7 @@ PUBLIC_OPS = {
     "apply_rope_with_cos_sin_cache": ("rope", "rope"),
     "apply_rope_with_cos_sin_cache_": ("rope", "rope"),
     "softmax": ("sampling", "softmax"),
+    "sampling_from_probs": ("sampling", "sampling_from_probs"),
 }
 
 

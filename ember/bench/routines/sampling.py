@@ -1,4 +1,5 @@
-"""Bench routine ``softmax``: softmax of logits over per-row temperatures, fp32 probabilities.
+"""Bench routines ``softmax`` (logits over per-row temperatures to fp32 probabilities) and
+``sampling_from_probs`` (one token per row; checked by support: every drawn token has p > 0).
 
 A shape is ``RxV``: rows (requests) x vocabulary. Temperatures are a ``[R]`` fp32 tensor in
 ``[0.3, 1.3)``.
@@ -30,7 +31,7 @@ from ember.bench.routines.common import each_case, int_shapes, shape_arguments
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
 
-__all__ = ["softmax", "torch_softmax"]
+__all__ = ["sampling_from_probs", "softmax", "torch_softmax"]
 
 SOFTMAX = "softmax"
 _BACKENDS = {
@@ -157,4 +158,91 @@ def softmax(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
         _BACKENDS,
         lambda shape, dtype: _case(ctx, shape, dtype),
         lambda shape, dtype, backend, variant: _BUILDERS[backend](variant, dtype),
+    )
+
+
+# --- sampling_from_probs --------------------------------------------------------------------
+
+SAMPLE = "sampling_from_probs"
+_SAMPLE_BACKENDS = {"ember": ("default",), "torch": ("default",), "flashinfer": ("default",)}
+
+
+def _sample_arguments(p: argparse.ArgumentParser) -> None:
+    shape_arguments(
+        p,
+        shapes=int_shapes(2, "sampling", "RxV"),
+        default="128x128256,1x128256",
+        meaning="RxV: rows x vocabulary",
+        dtypes="fp32",
+        dtype_help="probabilities dtype: fp32",
+    )
+
+
+def _sample_case(ctx: BenchContext, shape: tuple[int, ...], dtype: str) -> Case:
+    rows, vocab = shape
+    device = ctx.device
+
+    def make_inputs() -> Inputs:
+        torch = _torch()
+        logits = 4 * torch.randn(rows, vocab, device=device)
+        logits[:, ::3] = float("-inf")  # a third of the vocabulary has probability 0
+        return {"probs": torch.softmax(logits, dim=-1)}
+
+    return Case(
+        routine=SAMPLE,
+        shape=shape,
+        dtype=dtype,
+        make_inputs=make_inputs,
+        # NOTE: a draw is random; what must hold is that every token has probability > 0
+        reference=lambda i: (_torch().ones(rows),),
+        outputs=lambda i, result: (
+            (i["probs"].gather(1, result.reshape(rows, 1).long()).reshape(rows) > 0).float(),
+        ),
+        nbytes=rows * vocab * 4 + rows * 4,
+        params={"check": "support (p > 0 at every drawn token)"},
+        cli=("--shapes", format_shape(shape), "--dtypes", dtype),
+        reference_source="support check",
+        tolerance=(0.0, 0.0),
+    )
+
+
+def _sample_impl(backend: str, variant: str) -> Impl | Skip:
+    if backend == "ember":
+        import ember
+
+        return Impl(
+            "ember",
+            variant,
+            lambda i: functools.partial(ember.sampling_from_probs, i["probs"], seed=1),
+            ember.__version__,
+        )
+    if backend == "torch":
+        torch = _torch()
+        return Impl(
+            "torch",
+            variant,
+            lambda i: functools.partial(torch.multinomial, i["probs"], 1),
+            torch.__version__,
+        )
+    try:
+        fi = importlib.import_module("flashinfer")
+        fn = importlib.import_module("flashinfer.sampling").sampling_from_probs
+    except Exception as exc:
+        return Skip("flashinfer", variant, f"flashinfer.sampling is not usable ({exc})")
+    return Impl("flashinfer", variant, lambda i: functools.partial(fn, i["probs"]), fi.__version__)
+
+
+@routine(
+    SAMPLE,
+    help="one token per row from probabilities",
+    backends=_SAMPLE_BACKENDS,
+    arguments=_sample_arguments,
+)
+def sampling_from_probs(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
+    """Every selected backend at every shape."""
+    return each_case(
+        args,
+        _SAMPLE_BACKENDS,
+        lambda shape, dtype: _sample_case(ctx, shape, dtype),
+        lambda shape, dtype, backend, variant: _sample_impl(backend, variant),
     )

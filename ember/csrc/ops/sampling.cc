@@ -102,6 +102,58 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
   }
 }
 
+// One token per row from fp32 probabilities (compiled into every dtype's module; probabilities
+// are fp32 whatever the logits were).
+void sampling_from_probs(TensorView probs, TensorView samples, int64_t seed, int64_t offset) {
+  constexpr const char* fn = "ember.sampling_from_probs";
+  b::expect_dtype(fn, "probs", probs, kF32);
+  b::expect_ndim(fn, "probs", probs, 2);
+  b::expect_dtype(fn, "out", samples, DLDataType{kDLInt, 32, 1});
+  const int64_t rows = probs.shape()[0];
+  const int64_t vocab = probs.shape()[1];
+  if (samples.ndim() != 1 || samples.shape()[0] != rows) {
+    TVM_FFI_THROW(ValueError) << fn << ": `out` must be [rows=" << rows << "], got "
+                              << b::shape_str(samples);
+  }
+  b::expect_contiguous(fn, "out", samples);
+  if (probs.stride(1) != 1 && vocab > 1) {
+    TVM_FFI_THROW(ValueError) << fn << ": the last dimension of `probs` must be contiguous "
+                              << "(stride 1), got stride " << probs.stride(1);
+  }
+  const int64_t chunk = ((vocab + s::kSoftmaxCluster - 1) / s::kSoftmaxCluster + 7) / 8 * 8;
+  if (vocab < 1 || chunk > kMaxChunk) {
+    TVM_FFI_THROW(ValueError) << fn << ": the vocabulary must be 1 to "
+                              << kMaxChunk * s::kSoftmaxCluster << ", got " << vocab;
+  }
+  if (rows * s::kSoftmaxCluster > INT32_MAX) {
+    TVM_FFI_THROW(ValueError) << fn << ": at most " << INT32_MAX / s::kSoftmaxCluster
+                              << " rows, got " << rows;
+  }
+  b::expect_device(fn, "probs", probs, kDLCUDA, "a CUDA device");
+  b::expect_same_device(fn, "out", samples, "probs", probs);
+  if (rows == 0) return;
+  s::SampleParams p{};
+  p.probs = static_cast<const float*>(b::data(probs));
+  p.probs_row_stride = probs.stride(0);
+  p.samples = static_cast<int32_t*>(b::data(samples));
+  p.rows = rows;
+  p.vocab = vocab;
+  p.chunk = static_cast<int>(chunk);
+  p.vec = reinterpret_cast<uintptr_t>(b::data(probs)) % 16 == 0 &&
+          (probs.stride(0) * 4) % 16 == 0 && (vocab * 4) % 16 == 0;
+  p.seed = static_cast<uint64_t>(seed);
+  p.offset = static_cast<uint64_t>(offset);
+  p.device = probs.device().device_id;
+  p.pdl = ember::supports_pdl(p.device);
+  ember::DeviceScope scope(p.device);
+  auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, p.device));
+  const cudaError_t err = s::sample(p, stream);
+  if (err != cudaSuccess) {
+    TVM_FFI_THROW(RuntimeError) << fn << ": kernel launch failed: " << cudaGetErrorString(err);
+  }
+}
+
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(softmax, softmax);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(sampling_from_probs, sampling_from_probs);

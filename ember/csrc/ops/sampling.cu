@@ -13,5 +13,7 @@ cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream) {
   return launch_softmax<EMBER_SAMPLING_DTYPE>(p, stream);
 }
 
+cudaError_t sample(const SampleParams& p, cudaStream_t stream) { return launch_sample(p, stream); }
+
 }  // namespace sampling
 }  // namespace ember

@@ -125,6 +125,159 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
 }
 
+// Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so each (seed, offset, row)
+// gives the same numbers on any GPU and in any launch order.
+__device__ __forceinline__ uint4 philox(uint4 c, uint2 k) {
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    const unsigned long long p0 = static_cast<unsigned long long>(0xD2511F53u) * c.x;
+    const unsigned long long p1 = static_cast<unsigned long long>(0xCD9E8D57u) * c.z;
+    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    c = make_uint4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+    k.x += 0x9E3779B9u;
+    k.y += 0xBB67AE85u;
+  }
+  return c;
+}
+
+// A uniform float in [0, 1) for (seed, offset, stream): 24 random bits.
+__device__ __forceinline__ float uniform01(uint64_t seed, uint64_t offset, uint64_t stream) {
+  const uint4 r =
+      philox(make_uint4(static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
+                        static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)),
+             make_uint2(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)));
+  return static_cast<float>(r.x >> 8) * (1.f / 16777216.f);
+}
+
+// Block-wide exclusive prefix sum of one value per thread; `total` gets the block's sum.
+__device__ __forceinline__ float block_exclusive_scan(float v, float* scratch, float* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const float w = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += w;
+  }
+  if (lane == 31) scratch[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < kSoftmaxThreads / 32 ? scratch[lane] : 0.f;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const float x = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += x;
+    }
+    if (lane < kSoftmaxThreads / 32) scratch[lane] = w;  // inclusive warp totals
+  }
+  __syncthreads();
+  const float before = (warp > 0 ? scratch[warp - 1] : 0.f) + inc - v;
+  *total = scratch[kSoftmaxThreads / 32 - 1];
+  __syncthreads();  // scratch is reused
+  return before;
+}
+
+// Inverse-CDF sampling over a row split across the cluster (layout as softmax_kernel). Each
+// thread owns a contiguous segment of its CTA's chunk; the CTAs exchange their totals, every CTA
+// draws the same u, and the thread whose segment holds u * total scans it for the first index
+// whose running sum exceeds the target. Rounding can leave a target just past a sum: then the
+// last nonzero element before it is taken, so an element of probability 0 is never returned.
+// A row whose total is not finite and positive gets -1.
+template <bool VEC>
+__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads)
+    sample_kernel(SampleParams p) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  extern __shared__ __align__(16) float chunk_smem[];  // [chunk], then 1 exchange slot
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  __shared__ int found;
+  float* exchange = chunk_smem + p.chunk;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t row = blockIdx.x / kSoftmaxCluster;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int64_t left = p.vocab - begin;
+  const int n = left <= 0 ? 0 : static_cast<int>(left < p.chunk ? left : p.chunk);
+  const float* in = p.probs + row * p.probs_row_stride + begin;
+  pdl_wait();
+  if constexpr (VEC) {
+    const float4* src = reinterpret_cast<const float4*>(in);
+    const int packs = n / 4;
+    int i = threadIdx.x;
+    for (; i + 3 * kSoftmaxThreads < packs; i += 4 * kSoftmaxThreads) {
+      float4 x[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) x[u] = src[i + u * kSoftmaxThreads];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        reinterpret_cast<float4*>(chunk_smem)[i + u * kSoftmaxThreads] = x[u];
+    }
+    for (; i < packs; i += kSoftmaxThreads) reinterpret_cast<float4*>(chunk_smem)[i] = src[i];
+  } else {
+    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) chunk_smem[i] = in[i];
+  }
+  if (threadIdx.x == 0) found = 0;
+  __syncthreads();
+  const int seg = (n + kSoftmaxThreads - 1) / kSoftmaxThreads;
+  const int lo = min(n, static_cast<int>(threadIdx.x) * seg), hi = min(n, lo + seg);
+  float mine = 0.f;
+  int last_nonzero = -1;
+  for (int i = lo; i < hi; ++i) {
+    mine += chunk_smem[i];
+    if (chunk_smem[i] > 0.f) last_nonzero = i;
+  }
+  float block_total;
+  const float prefix = block_exclusive_scan(mine, scratch, &block_total);
+  if (threadIdx.x == 0) exchange[0] = block_total;
+  cluster.sync();
+  float before = 0.f, total = 0.f;
+  int last_rank = -1;  // the last CTA with mass
+#pragma unroll
+  for (int r = 0; r < kSoftmaxCluster; ++r) {
+    const float t = cluster.map_shared_rank(exchange, r)[0];
+    if (r < rank) before += t;
+    total += t;
+    if (t > 0.f) last_rank = r;
+  }
+  cluster.sync();  // every remote read is done: CTAs may leave from here on
+  if (!(total > 0.f) || !isfinite(total)) {
+    if (rank == 0 && threadIdx.x == 0) p.samples[row] = -1;
+    return;
+  }
+  const float target = uniform01(p.seed, p.offset, static_cast<uint64_t>(row)) * total;
+  const bool owner =
+      block_total > 0.f && target >= before && (target < before + block_total || rank == last_rank);
+  if (!owner) return;
+  const float local = target - before;
+  // The thread whose segment holds `local` (or, past the block's sum, the last one with mass).
+  if (mine > 0.f && local >= prefix && local < prefix + mine) {
+    float run = prefix;
+    int pick = last_nonzero;
+    for (int i = lo; i < hi; ++i) {
+      run += chunk_smem[i];
+      if (run > local && chunk_smem[i] > 0.f) {
+        pick = i;
+        break;
+      }
+    }
+    p.samples[row] = static_cast<int32_t>(begin + pick);
+    atomicExch(&found, 1);
+  }
+  __syncthreads();
+  if (found == 0) {  // `local` past every segment's sum (rounding): the block's last mass
+    int idx = last_nonzero;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) idx = max(idx, __shfl_xor_sync(0xffffffffu, idx, o));
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = static_cast<float>(idx);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int best = -1;
+      for (int w = 0; w < kSoftmaxThreads / 32; ++w) best = max(best, static_cast<int>(scratch[w]));
+      p.samples[row] = static_cast<int32_t>(begin + best);
+    }
+  }
+  pdl_launch_dependents();
+}
+
 template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
@@ -136,6 +289,18 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   }
   return launch_kernel<softmax_kernel<T, false>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
                                                  p.device, p);
+}
+
+inline cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return cudaSuccess;
+  const size_t smem = (static_cast<size_t>(p.chunk) + 1) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
+  if (p.vec) {
+    return launch_kernel<sample_kernel<true>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
+                                              p.device, p);
+  }
+  return launch_kernel<sample_kernel<false>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
+                                             p.device, p);
 }
 
 }  // namespace sampling
