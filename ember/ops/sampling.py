@@ -141,8 +141,8 @@ def sampling_from_probs(
 
     if not isinstance(probs, torch.Tensor):
         raise TypeError(f"{fn}: `probs` must be a torch.Tensor, got {type(probs).__name__}")
-    if not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"{fn}: `offset` must be an int >= 0, got {offset!r}")
+    if not isinstance(offset, int) or not 0 <= offset < 2**63:
+        raise ValueError(f"{fn}: `offset` must be an int in [0, 2^63), got {offset!r}")
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
     elif not isinstance(seed, int) or not 0 <= seed < 2**63:

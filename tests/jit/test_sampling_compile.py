@@ -62,7 +62,7 @@ P = torch.full((4, 1000), 1e-3)
         ((P,), {"out": torch.zeros(4, dtype=torch.int64)}, TypeError, r"`out` must have dtype int32"),
         ((P,), {"out": torch.zeros(3, dtype=torch.int32)}, ValueError, r"`out` must be \[rows=4\], got \[3\]"),
         ((torch.zeros(1000, 4).t(),), {}, ValueError, r"last dimension of `probs` must be contiguous"),
-        ((P,), {"offset": -1}, ValueError, r"`offset` must be an int >= 0, got -1"),
+        ((P,), {"offset": -1}, ValueError, r"`offset` must be an int in \[0, 2\^63\), got -1"),
         ((P,), {"seed": -5}, ValueError, r"`seed` must be an int in \[0, 2\^63\), got -5"),
         (("x",), {}, TypeError, r"`probs` must be a torch.Tensor, got str"),
         ((P,), {}, ValueError, r"`probs` must be on a CUDA device, got cpu"),

@@ -89,8 +89,48 @@ def test_sampling_is_reproducible_and_spans_the_cluster():
 
 
 def test_sampling_degenerate_rows():
-    probs = torch.zeros(3, 5000, device="cuda")
+    probs = torch.zeros(4, 5000, device="cuda")
     probs[0, 4999] = 1.0  # one token
     probs[2, 17] = float("nan")  # not finite: -1
-    s = ember.sampling_from_probs(probs, seed=1)
-    assert s.tolist() == [4999, -1, -1]
+    probs[3, 99] = float("inf")
+    out = torch.full((4,), 12345, dtype=torch.int32, device="cuda")  # an unwritten row shows
+    s = ember.sampling_from_probs(probs, seed=1, out=out)
+    assert s.tolist() == [4999, -1, -1, -1]
+
+
+def philox4x32_10(ctr: list[int], key: list[int]) -> list[int]:
+    """Random123's Philox4x32-10, for exact expectations."""
+    m = 0xFFFFFFFF
+    c, k = list(ctr), list(key)
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [((p1 >> 32) ^ c[1] ^ k[0]) & m, p1 & m, ((p0 >> 32) ^ c[3] ^ k[1]) & m, p0 & m]
+        k = [(k[0] + 0x9E3779B9) & m, (k[1] + 0xBB67AE85) & m]
+    return c
+
+
+def test_philox_known_answer_and_draws_are_exact():
+    assert philox4x32_10([0, 0, 0, 0], [0, 0]) == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    # uniform weights over 8 tokens: the draw is exactly the top 3 bits of Philox's first word
+    seed, offset = (3 << 40) + 17, 5
+    got = ember.sampling_from_probs(torch.ones(300, 8, device="cuda"), seed=seed, offset=offset)
+    key = [seed & 0xFFFFFFFF, seed >> 32]
+    want = [philox4x32_10([offset, 0, r, 0], key)[0] >> 29 for r in range(300)]
+    assert got.tolist() == want
+
+
+@pytest.mark.parametrize("vocab", [64000, 64001])  # the 16-byte path and the element path
+def test_sampling_distribution_across_the_cluster(vocab):
+    # mass on 10 tokens spread over the 8 CTAs, many warps and multi-element segments
+    where = torch.tensor([5, 100, 9000, 17000, 25000, 33000, 41000, 49000, 57000, 63000])
+    weights = torch.tensor([1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    probs = torch.zeros(1000, vocab, device="cuda")
+    probs[:, where.cuda()] = weights.cuda() / weights.sum()
+    counts = torch.zeros(vocab, device="cuda")
+    for off in range(50):
+        s = ember.sampling_from_probs(probs, seed=99, offset=off)
+        counts += torch.bincount(s.long(), minlength=vocab).float()
+    assert counts.sum() == 50_000 and counts[where.cuda()].sum() == 50_000
+    expected = (weights / weights.sum() * 50_000).cuda()
+    chi2 = ((counts[where.cuda()] - expected) ** 2 / expected).sum().item()
+    assert chi2 < 27.9, chi2  # 9 degrees of freedom, 0.999 quantile

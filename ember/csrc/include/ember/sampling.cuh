@@ -181,7 +181,7 @@ __device__ __forceinline__ float block_exclusive_scan(float v, float* scratch, f
 // thread owns a contiguous segment of its CTA's chunk; the CTAs exchange their totals, every CTA
 // draws the same u, and the thread whose segment holds u * total scans it for the first index
 // whose running sum exceeds the target. Rounding can leave a target just past a sum: then the
-// last nonzero element before it is taken, so an element of probability 0 is never returned.
+// last element with mass before it is taken, so an element of probability 0 is never returned.
 // A row whose total is not finite and positive gets -1.
 template <bool VEC>
 __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads)
@@ -217,7 +217,9 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
   if (threadIdx.x == 0) found = 0;
   __syncthreads();
-  const int seg = (n + kSoftmaxThreads - 1) / kSoftmaxThreads;
+  // NOTE: an odd segment length puts a warp's 32 lanes on 32 different banks as they walk their
+  // segments (an even one, e.g. 32 at vocab 128256, would put them all on one)
+  const int seg = ((n + kSoftmaxThreads - 1) / kSoftmaxThreads) | 1;
   const int lo = min(n, static_cast<int>(threadIdx.x) * seg), hi = min(n, lo + seg);
   float mine = 0.f;
   int last_nonzero = -1;
@@ -227,6 +229,35 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
   float block_total;
   const float prefix = block_exclusive_scan(mine, scratch, &block_total);
+  // The segments' ranges share their edges: [start, end) with start = the previous thread's end
+  // (in float, prefix + mine of one thread need not equal the next thread's prefix), so exactly
+  // one thread holds any target below the last end. prev_nz: the last element with mass before
+  // this thread's segment.
+  __shared__ float warp_end[kSoftmaxThreads / 32];
+  __shared__ int warp_nz[kSoftmaxThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const float end = prefix + mine;
+  float start = __shfl_up_sync(0xffffffffu, end, 1);
+  int nz_incl = last_nonzero;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int x = __shfl_up_sync(0xffffffffu, nz_incl, o);
+    if (lane >= o) nz_incl = max(nz_incl, x);
+  }
+  int prev_nz = __shfl_up_sync(0xffffffffu, nz_incl, 1);
+  if (lane == 31) {
+    warp_end[warp] = end;
+    warp_nz[warp] = nz_incl;
+  }
+  __syncthreads();
+  int before_warp_nz = -1;
+  for (int w = 0; w < warp; ++w) before_warp_nz = max(before_warp_nz, warp_nz[w]);
+  if (lane == 0) {
+    start = warp > 0 ? warp_end[warp - 1] : 0.f;
+    prev_nz = before_warp_nz;
+  } else {
+    prev_nz = max(prev_nz, before_warp_nz);
+  }
   if (threadIdx.x == 0) exchange[0] = block_total;
   cluster.sync();
   float before = 0.f, total = 0.f;
@@ -248,22 +279,28 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       block_total > 0.f && target >= before && (target < before + block_total || rank == last_rank);
   if (!owner) return;
   const float local = target - before;
-  // The thread whose segment holds `local` (or, past the block's sum, the last one with mass).
-  if (mine > 0.f && local >= prefix && local < prefix + mine) {
-    float run = prefix;
-    int pick = last_nonzero;
-    for (int i = lo; i < hi; ++i) {
-      run += chunk_smem[i];
-      if (run > local && chunk_smem[i] > 0.f) {
-        pick = i;
-        break;
+  if (local >= start && local < end) {  // the one thread whose range holds the target
+    int pick;
+    if (mine > 0.f) {
+      float run = start;
+      pick = last_nonzero;  // rounding left the target past the running sum: the last mass
+      for (int i = lo; i < hi; ++i) {
+        run += chunk_smem[i];
+        if (run > local && chunk_smem[i] > 0.f) {
+          pick = i;
+          break;
+        }
       }
+    } else {
+      pick = prev_nz;  // an empty segment's range is only rounding: the mass just before it
     }
-    p.samples[row] = static_cast<int32_t>(begin + pick);
-    atomicExch(&found, 1);
+    if (pick >= 0) {
+      p.samples[row] = static_cast<int32_t>(begin + pick);
+      found = 1;
+    }
   }
   __syncthreads();
-  if (found == 0) {  // `local` past every segment's sum (rounding): the block's last mass
+  if (found == 0) {  // `local` past the last end (rounding): the block's last mass, before it
     int idx = last_nonzero;
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) idx = max(idx, __shfl_xor_sync(0xffffffffu, idx, o));
