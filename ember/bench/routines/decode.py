@@ -32,11 +32,10 @@ from ember.bench.case import (
     Skip,
     format_shape,
     itemsize,
-    parse_dtype,
     torch_dtype,
 )
 from ember.bench.routines import Work, routine
-from ember.bench.routines.common import each_case, int_shapes
+from ember.bench.routines.common import each_case, int_shapes, shape_arguments
 from ember.testing.reference import page_table
 
 if TYPE_CHECKING:
@@ -83,17 +82,12 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
-    p.add_argument(
-        "--shapes",
-        type=shapes,
-        default=shapes(default),
-        help=f"BxLxHQxHKxDxP, comma-separated (default {default})",
-    )
-    p.add_argument(
-        "--dtypes",
-        type=lambda t: [parse_dtype(s) for s in t.split(",")],
-        default=["bf16"],
-        help="q dtype: bf16 or fp16 (default bf16)",
+    shape_arguments(
+        p,
+        shapes=shapes,
+        default=default,
+        meaning="BxLxHQxHKxDxP",
+        dtype_help="q dtype: bf16 or fp16",
     )
     p.add_argument(
         "--kv-dtype",
@@ -292,21 +286,12 @@ def decode(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
 
 
 def _append_arguments(p: argparse.ArgumentParser) -> None:
-    default = "256x1x8x128x16,8x512x8x128x16"
-    shapes = int_shapes(5, "append", "BxNxHKxDxP")
-
-    p.add_argument(
-        "--shapes",
-        type=shapes,
-        default=shapes(default),
-        help=f"BxNxHKxDxP: requests x new tokens each x kv heads x head_dim x page "
-        f"size, comma-separated (default {default})",
-    )
-    p.add_argument(
-        "--dtypes",
-        type=lambda t: [parse_dtype(s) for s in t.split(",")],
-        default=["bf16"],
-        help="cache dtype: bf16 or fp16 (default bf16)",
+    shape_arguments(
+        p,
+        shapes=int_shapes(5, "append", "BxNxHKxDxP"),
+        default="256x1x8x128x16,8x512x8x128x16",
+        meaning="BxNxHKxDxP: requests x new tokens each x kv heads x head_dim x page size",
+        dtype_help="cache dtype: bf16 or fp16",
     )
     p.add_argument("--layout", choices=("NHD", "HND"), default="NHD", help="default NHD")
 
@@ -433,18 +418,12 @@ def append_kv(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
 
 
 def _merge_arguments(p: argparse.ArgumentParser) -> None:
-    default = "4096x2x32x128,64x16x32x128"
-    p.add_argument(
-        "--shapes",
-        type=int_shapes(4, "merge", "RxSxHxD"),
-        default=int_shapes(4, "merge", "RxSxHxD")(default),
-        help=f"RxSxHxD: rows x states x heads x head_dim (default {default})",
-    )
-    p.add_argument(
-        "--dtypes",
-        type=lambda t: [parse_dtype(s) for s in t.split(",")],
-        default=["bf16"],
-        help="state dtype: bf16, fp16 or fp32 (default bf16)",
+    shape_arguments(
+        p,
+        shapes=int_shapes(4, "merge", "RxSxHxD"),
+        default="4096x2x32x128,64x16x32x128",
+        meaning="RxSxHxD: rows x states x heads x head_dim",
+        dtype_help="state dtype: bf16, fp16 or fp32",
     )
 
 

@@ -48,6 +48,16 @@ void expect_heads(const char* arg, const TensorView& t, int64_t tokens, int64_t 
   }
 }
 
+r::Heads heads_of(const TensorView& in, const TensorView& out) {
+  return {b::data(in),
+          b::data(out),
+          in.stride(0),
+          in.stride(1),
+          out.stride(0),
+          out.stride(1),
+          static_cast<int>(in.shape()[1])};
+}
+
 bool aligned16(const TensorView& t) {
   return reinterpret_cast<uintptr_t>(b::data(t)) % 16 == 0 &&
          (t.stride(0) * kElemBytes) % 16 == 0 && (t.stride(1) * kElemBytes) % 16 == 0;
@@ -117,20 +127,8 @@ void apply(TensorView q, TensorView k, TensorView out_q, TensorView out_k, Tenso
   if (tokens == 0) return;
 
   r::Params p{};
-  p.q = {b::data(q),
-         b::data(out_q),
-         q.stride(0),
-         q.stride(1),
-         out_q.stride(0),
-         out_q.stride(1),
-         static_cast<int>(q.shape()[1])};
-  p.k = {b::data(k),
-         b::data(out_k),
-         k.stride(0),
-         k.stride(1),
-         out_k.stride(0),
-         out_k.stride(1),
-         static_cast<int>(k.shape()[1])};
+  p.q = heads_of(q, out_q);
+  p.k = heads_of(k, out_k);
   p.positions = b::data(positions);
   p.positions_i64 = pd.bits == 64;
   p.has_cache = cos_sin.has_value();
