@@ -32,7 +32,19 @@ from ember.ops.rope import (
     apply_rope_with_cos_sin_cache,
     apply_rope_with_cos_sin_cache_,
 )
-from ember.ops.sampling import sampling_from_probs, softmax
+from ember.ops.sampling import (
+    min_p_sampling_from_probs,
+    sampling_from_logits,
+    sampling_from_probs,
+    softmax,
+    top_k_mask_logits,
+    top_k_renorm_probs,
+    top_k_sampling_from_probs,
+    top_k_top_p_sampling_from_logits,
+    top_k_top_p_sampling_from_probs,
+    top_p_renorm_probs,
+    top_p_sampling_from_probs,
+)
 
 __all__ = [
     "ArtifactError",
@@ -56,10 +68,19 @@ __all__ = [
     "gelu_tanh_and_mul",
     "merge_state",
     "merge_states",
+    "min_p_sampling_from_probs",
     "plan_batch_decode",
     "rmsnorm",
+    "sampling_from_logits",
     "sampling_from_probs",
     "silu_and_mul",
     "single_decode",
     "softmax",
+    "top_k_mask_logits",
+    "top_k_renorm_probs",
+    "top_k_sampling_from_probs",
+    "top_k_top_p_sampling_from_logits",
+    "top_k_top_p_sampling_from_probs",
+    "top_p_renorm_probs",
+    "top_p_sampling_from_probs",
 ]

@@ -1,4 +1,5 @@
-"""Sampling: softmax with temperature and sampling from probabilities (top-k/top-p come next).
+"""Sampling: softmax with temperature; sampling from probabilities or logits under top-k / top-p /
+min-p filters; top-k/top-p renormalisation and top-k masking. No sort anywhere.
 
 Device code ``csrc/include/ember/sampling.cuh`` → ``csrc/ops/sampling.{cc,cu}`` → one module per
 logits dtype (``sampling_bf16``, ``sampling_fp16``, ``sampling_fp32``). The softmax uses
@@ -13,7 +14,20 @@ from typing import Any
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 
-__all__ = ["sampling_from_probs", "sampling_spec", "softmax"]
+__all__ = [
+    "min_p_sampling_from_probs",
+    "sampling_from_logits",
+    "sampling_from_probs",
+    "sampling_spec",
+    "softmax",
+    "top_k_mask_logits",
+    "top_k_renorm_probs",
+    "top_k_sampling_from_probs",
+    "top_k_top_p_sampling_from_logits",
+    "top_k_top_p_sampling_from_probs",
+    "top_p_renorm_probs",
+    "top_p_sampling_from_probs",
+]
 
 DTYPES: dict[str, tuple[str, str, int]] = {
     "bf16": ("ember::bfloat16", "kDLBfloat", 16),
@@ -103,26 +117,131 @@ def _float32() -> Any:
     return torch.float32
 
 
+def _check_seed(fn: str, seed: int | None, offset: int, generator: Any) -> int:
+    import torch
+
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < 2**63:
+        raise ValueError(f"{fn}: `offset` must be an int in [0, 2^63), got {offset!r}")
+    if seed is None:
+        return int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise ValueError(f"{fn}: `seed` must be an int in [0, 2^63), got {seed!r}")
+    return seed
+
+
+_FLT_MIN = 1.1754943508222875e-38
+
+
+def _scalar_or_tensor(fn: str, name: str, value: Any, off: float, kind: str) -> tuple[Any, float]:
+    """``(tensor or None, scalar)`` for a filter parameter; scalars are checked here, tensors
+    (read on the device, per row) by the binding's dtype/shape checks."""
+    import torch
+
+    if value is None:
+        return None, off
+    if isinstance(value, torch.Tensor):
+        return value, off
+    if kind == "top_k":
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**31:
+            raise ValueError(f"{fn}: `top_k` must be an int in [0, 2^31) or an int32 [rows] "
+                             f"tensor, got {value!r}")  # fmt: skip
+        return None, float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{fn}: `{name}` must be a float or a float32 [rows] tensor, "
+                        f"got {type(value).__name__}")  # fmt: skip
+    v = float(value)
+    if kind == "temperature":
+        if not (v >= _FLT_MIN and v < float("inf")):
+            raise ValueError(f"{fn}: `temperature` must be a finite float32 > 0 (>= {_FLT_MIN}),"
+                             f" got {value!r}")  # fmt: skip
+    elif not 0.0 <= v <= 1.0:
+        raise ValueError(f"{fn}: `{name}` must be in [0, 1], got {value!r}")
+    return None, v
+
+
+def _check_rows(fn: str, bad: Any, what: str) -> None:
+    import torch
+
+    rows = torch.nonzero(bad).flatten().tolist()
+    if rows:
+        shown = rows[:8]
+        more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
+        raise ValueError(f"{fn}: rows {shown}{more} {what}")
+
+
+def _sample(
+    fn: str,
+    x: Any,
+    *,
+    from_logits: bool,
+    temperature: Any,
+    top_k: Any,
+    top_p: Any,
+    min_p: Any,
+    seed: int | None,
+    offset: int,
+    generator: Any,
+    out: Any,
+    check: bool,
+) -> Any:
+    import torch
+
+    arg = "logits" if from_logits else "probs"
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{fn}: `{arg}` must be a torch.Tensor, got {type(x).__name__}")
+    t_tensor, t_scalar = _scalar_or_tensor(fn, "temperature", temperature, 1.0, "temperature")
+    k_tensor, k_scalar = _scalar_or_tensor(fn, "top_k", top_k, 0.0, "top_k")
+    p_tensor, p_scalar = _scalar_or_tensor(fn, "top_p", top_p, 1.0, "top_p")
+    m_tensor, m_scalar = _scalar_or_tensor(fn, "min_p", min_p, 0.0, "min_p")
+    seed = _check_seed(fn, seed, offset, generator)
+    # probabilities are fp32: the fp32 module serves them whatever the logits dtype
+    mod = _module(x, fn) if from_logits else _module_fp32(fn)
+    if out is None:
+        out = torch.empty(x.shape[0] if x.dim() >= 1 else 0, dtype=torch.int32, device=x.device)
+    mod.sample(x, out, from_logits, t_tensor, t_scalar, k_tensor, int(k_scalar), p_tensor, p_scalar,
+               m_tensor, m_scalar, seed, offset, fn)  # fmt: skip
+    if check:
+        what = "NaN or Inf logits" if from_logits else "NaN, Inf or negative probabilities"
+        _check_rows(fn, out < 0, f"have {what} or no mass")
+    return out
+
+
 def sampling_from_probs(
     probs: Any,
     *,
+    top_k: Any = None,
+    top_p: Any = None,
+    min_p: Any = None,
     seed: int | None = None,
     offset: int = 0,
     generator: Any = None,
     out: Any = None,
+    check: bool = False,
 ) -> Any:
-    """One token per row, index ``i`` drawn with probability ``probs[i] / sum(probs)``.
+    """One token per row, index ``i`` drawn with probability ``probs[i] / sum(kept probs)``.
 
-    Inverse-CDF sampling over the row held in one cluster's shared memory (a single read of the
-    probabilities, no sort). Reproducible: the uniform of row ``r`` is Philox4x32-10 of
-    ``(seed, offset, r)``, so the same ``seed`` and ``offset`` give the same tokens on any GPU;
-    advance ``offset`` between steps. Nothing synchronises the host.
+    Inverse-CDF sampling over the row held in one cluster's shared memory: a single read of the
+    probabilities, no sort. Filters (each a scalar for every row or a ``[rows]`` tensor, read on
+    the device; combine freely):
+
+    - ``top_k``: keep the ``k`` largest (ties at the ``k``-th value are all kept); int or int32
+      tensor; ``0`` (or a tensor value ``<= 0`` or ``>= vocab``) keeps all.
+    - ``top_p``: then keep the largest probabilities whose mass first reaches ``top_p`` of the
+      mass kept so far (ties kept together; at least the largest); float in ``[0, 1]`` or fp32
+      tensor; ``1`` (or a tensor value ``>= 1`` or NaN) keeps all, ``0`` keeps the maximum.
+    - ``min_p``: keep probabilities ``>= min_p * max``; float in ``[0, 1]`` or fp32 tensor.
+
+    Thresholds come from a radix select over fixed-point masses (64-bit integer sums), so they
+    do not depend on the order of the GPU's atomics. Reproducible: the uniform of row ``r`` is
+    Philox4x32-10 of ``(seed, offset, r)``, so the same ``seed`` and ``offset`` give the same
+    tokens on any GPU; advance ``offset`` between steps. Nothing synchronises the host unless
+    ``check`` is set.
 
     Parameters
     ----------
     probs:
         ``[rows, vocab]`` fp32 on a CUDA device (sm_90+), non-negative (need not sum to 1), last
-        dimension contiguous.
+        dimension contiguous, ``vocab`` up to ~464 000.
     seed:
         The Philox key; default: drawn from ``generator`` (a CPU ``torch.Generator``, or torch's
         default CPU generator), which costs no device synchronisation.
@@ -130,29 +249,138 @@ def sampling_from_probs(
         The Philox counter (>= 0).
     out:
         Optional int32 ``[rows]`` output.
+    check:
+        Synchronise after the launch and raise ``ValueError`` naming the rows marked invalid.
 
     Returns
     -------
-    int32 ``[rows]``: token indices; an element of probability 0 is never drawn; a row whose sum
-    is 0 or not finite gets -1.
+    int32 ``[rows]``: token indices; an element of probability 0 is never drawn. A row with a
+    NaN, infinite or negative value, or whose sum is 0, gets -1 (``check=True``: an error).
     """
-    fn = "ember.sampling_from_probs"
+    return _sample(
+        "ember.sampling_from_probs", probs, from_logits=False, temperature=None, top_k=top_k,
+        top_p=top_p, min_p=min_p, seed=seed, offset=offset, generator=generator, out=out,
+        check=check,
+    )  # fmt: skip
+
+
+def sampling_from_logits(
+    logits: Any,
+    temperature: Any = None,
+    *,
+    top_k: Any = None,
+    top_p: Any = None,
+    min_p: Any = None,
+    seed: int | None = None,
+    offset: int = 0,
+    generator: Any = None,
+    out: Any = None,
+    check: bool = False,
+) -> Any:
+    """One token per row from ``softmax(logits / temperature)``, in one kernel: the logits are
+    read once and no probabilities are written. Filters, seeds and output as
+    :func:`sampling_from_probs` (top-k/top-p/min-p apply to the tempered probabilities).
+
+    ``logits``: ``[rows, vocab]`` bf16/fp16/fp32; ``temperature``: ``None`` (1), a float > 0 or
+    an fp32 ``[rows]`` tensor. ``-inf`` logits are never drawn; a row with a NaN or ``+inf``
+    logit, or all ``-inf``, gets -1 (``check=True``: an error).
+    """
+    return _sample(
+        "ember.sampling_from_logits", logits, from_logits=True, temperature=temperature,
+        top_k=top_k, top_p=top_p, min_p=min_p, seed=seed, offset=offset, generator=generator,
+        out=out, check=check,
+    )  # fmt: skip
+
+
+def top_k_sampling_from_probs(probs: Any, top_k: Any, **kwargs: Any) -> Any:
+    """:func:`sampling_from_probs` with ``top_k`` (FlashInfer's name)."""
+    return sampling_from_probs(probs, top_k=top_k, **kwargs)
+
+
+def top_p_sampling_from_probs(probs: Any, top_p: Any, **kwargs: Any) -> Any:
+    """:func:`sampling_from_probs` with ``top_p`` (FlashInfer's name)."""
+    return sampling_from_probs(probs, top_p=top_p, **kwargs)
+
+
+def min_p_sampling_from_probs(probs: Any, min_p: Any, **kwargs: Any) -> Any:
+    """:func:`sampling_from_probs` with ``min_p`` (FlashInfer's name)."""
+    return sampling_from_probs(probs, min_p=min_p, **kwargs)
+
+
+def top_k_top_p_sampling_from_probs(probs: Any, top_k: Any, top_p: Any, **kwargs: Any) -> Any:
+    """:func:`sampling_from_probs` with ``top_k`` then ``top_p`` (FlashInfer's name)."""
+    return sampling_from_probs(probs, top_k=top_k, top_p=top_p, **kwargs)
+
+
+def top_k_top_p_sampling_from_logits(
+    logits: Any, top_k: Any, top_p: Any, temperature: Any = None, **kwargs: Any
+) -> Any:
+    """:func:`sampling_from_logits` with ``top_k`` then ``top_p`` (FlashInfer's name)."""
+    return sampling_from_logits(logits, temperature, top_k=top_k, top_p=top_p, **kwargs)
+
+
+def _filter(fn: str, x: Any, *, renorm: bool, top_k: Any, top_p: Any, out: Any, check: bool) -> Any:
     import torch
 
-    if not isinstance(probs, torch.Tensor):
-        raise TypeError(f"{fn}: `probs` must be a torch.Tensor, got {type(probs).__name__}")
-    if not isinstance(offset, int) or not 0 <= offset < 2**63:
-        raise ValueError(f"{fn}: `offset` must be an int in [0, 2^63), got {offset!r}")
-    if seed is None:
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
-    elif not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ValueError(f"{fn}: `seed` must be an int in [0, 2^63), got {seed!r}")
-    mod = _module_fp32(fn)  # probabilities are fp32: one module serves every logits dtype
+    arg = "probs" if renorm else "logits"
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{fn}: `{arg}` must be a torch.Tensor, got {type(x).__name__}")
+    k_tensor, k_scalar = _scalar_or_tensor(fn, "top_k", top_k, 0.0, "top_k")
+    p_tensor, p_scalar = _scalar_or_tensor(fn, "top_p", top_p, 1.0, "top_p")
+    mod = _module_fp32(fn) if renorm else _module(x, fn)
     if out is None:
-        out = torch.empty(probs.shape[0] if probs.dim() >= 1 else 0, dtype=torch.int32,
-                          device=probs.device)  # fmt: skip
-    mod.sampling_from_probs(probs, out, seed, offset)
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    mod.filter_rows(x, out, renorm, k_tensor, int(k_scalar), p_tensor, p_scalar, fn)
+    if check:
+        what = "NaN, Inf or negative probabilities or no mass" if renorm else "a NaN logit"
+        _check_rows(fn, torch.isnan(out).any(-1), f"have {what}")
     return out
+
+
+def top_k_renorm_probs(probs: Any, top_k: Any, *, out: Any = None, check: bool = False) -> Any:
+    """The ``top_k`` largest probabilities of each row (ties at the ``k``-th value all kept),
+    renormalised to sum to 1; the rest 0. ``probs``: fp32 ``[rows, vocab]``; ``top_k`` an int
+    (0 keeps all) or an int32 ``[rows]`` tensor. A row with NaN, Inf or negative values, or no
+    mass, becomes all NaN (``check=True``: an error). ``out``: optional fp32 output."""
+    return _filter(
+        "ember.top_k_renorm_probs",
+        probs,
+        renorm=True,
+        top_k=top_k,
+        top_p=None,
+        out=out,
+        check=check,
+    )
+
+
+def top_p_renorm_probs(probs: Any, top_p: Any, *, out: Any = None, check: bool = False) -> Any:
+    """The largest probabilities whose mass first reaches ``top_p`` of the row's (ties kept
+    together), renormalised to sum to 1; the rest 0. ``top_p`` a float in ``[0, 1]`` or an fp32
+    ``[rows]`` tensor. Bad rows as :func:`top_k_renorm_probs`."""
+    return _filter(
+        "ember.top_p_renorm_probs",
+        probs,
+        renorm=True,
+        top_k=None,
+        top_p=top_p,
+        out=out,
+        check=check,
+    )
+
+
+def top_k_mask_logits(logits: Any, top_k: Any, *, out: Any = None, check: bool = False) -> Any:
+    """The ``top_k`` largest logits of each row (ties at the ``k``-th value all kept), the rest
+    ``-inf``; bf16/fp16/fp32, ``out`` of the same dtype. A row with a NaN logit becomes all NaN
+    (``check=True``: an error)."""
+    return _filter(
+        "ember.top_k_mask_logits",
+        logits,
+        renorm=False,
+        top_k=top_k,
+        top_p=None,
+        out=out,
+        check=check,
+    )
 
 
 def _module_fp32(fn: str) -> Any:

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "binding.h"
@@ -102,23 +103,16 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
   }
 }
 
-// One token per row from fp32 probabilities (compiled into every dtype's module; probabilities
-// are fp32 whatever the logits were).
-void sampling_from_probs(TensorView probs, TensorView samples, int64_t seed, int64_t offset) {
-  constexpr const char* fn = "ember.sampling_from_probs";
-  b::expect_dtype(fn, "probs", probs, kF32);
-  b::expect_ndim(fn, "probs", probs, 2);
-  b::expect_dtype(fn, "out", samples, DLDataType{kDLInt, 32, 1});
-  const int64_t rows = probs.shape()[0];
-  const int64_t vocab = probs.shape()[1];
-  if (samples.ndim() != 1 || samples.shape()[0] != rows) {
-    TVM_FFI_THROW(ValueError) << fn << ": `out` must be [rows=" << rows << "], got "
-                              << b::shape_str(samples);
-  }
-  b::expect_contiguous(fn, "out", samples);
-  if (probs.stride(1) != 1 && vocab > 1) {
-    TVM_FFI_THROW(ValueError) << fn << ": the last dimension of `probs` must be contiguous "
-                              << "(stride 1), got stride " << probs.stride(1);
+// --- filters: sampling, renormalisation, masking ---------------------------------------------
+
+// A row tensor's shared checks: 2-D, last dimension contiguous, on a CUDA device, a vocabulary
+// whose row fits one cluster's shared memory.
+int64_t checked_chunk(const char* fn, const char* arg, const TensorView& x) {
+  b::expect_ndim(fn, arg, x, 2);
+  const int64_t rows = x.shape()[0], vocab = x.shape()[1];
+  if (x.stride(1) != 1 && vocab > 1) {
+    TVM_FFI_THROW(ValueError) << fn << ": the last dimension of `" << arg
+                              << "` must be contiguous (stride 1), got stride " << x.stride(1);
   }
   const int64_t chunk = ((vocab + s::kSoftmaxCluster - 1) / s::kSoftmaxCluster + 7) / 8 * 8;
   if (vocab < 1 || chunk > kMaxChunk) {
@@ -129,31 +123,114 @@ void sampling_from_probs(TensorView probs, TensorView samples, int64_t seed, int
     TVM_FFI_THROW(ValueError) << fn << ": at most " << INT32_MAX / s::kSoftmaxCluster
                               << " rows, got " << rows;
   }
-  b::expect_device(fn, "probs", probs, kDLCUDA, "a CUDA device");
-  b::expect_same_device(fn, "out", samples, "probs", probs);
-  if (rows == 0) return;
-  s::SampleParams p{};
-  p.probs = static_cast<const float*>(b::data(probs));
-  p.probs_row_stride = probs.stride(0);
-  p.samples = static_cast<int32_t*>(b::data(samples));
-  p.rows = rows;
-  p.vocab = vocab;
+  b::expect_device(fn, arg, x, kDLCUDA, "a CUDA device");
+  return chunk;
+}
+
+// A per-row parameter: `[rows]` of `dtype`, contiguous, on the input's device; null if absent.
+template <typename P>
+const P* row_param(const char* fn, const char* arg, const Optional<TensorView>& t, DLDataType dtype,
+                   int64_t rows, const char* in_arg, const TensorView& in) {
+  if (!t.has_value()) return nullptr;
+  const TensorView& v = *t;
+  b::expect_dtype(fn, arg, v, dtype);
+  if (v.ndim() != 1 || v.shape()[0] != rows) {
+    TVM_FFI_THROW(ValueError) << fn << ": `" << arg << "` must be a scalar or [rows=" << rows
+                              << "], got " << b::shape_str(v);
+  }
+  b::expect_contiguous(fn, arg, v);
+  b::expect_same_device(fn, arg, v, in_arg, in);
+  return static_cast<const P*>(b::data(v));
+}
+
+s::FilterParams filter_params(const TensorView& in, int64_t chunk, int64_t elem_bytes) {
+  s::FilterParams p{};
+  p.in = b::data(in);
+  p.in_row_stride = in.stride(0);
+  p.rows = in.shape()[0];
+  p.vocab = in.shape()[1];
   p.chunk = static_cast<int>(chunk);
-  p.vec = reinterpret_cast<uintptr_t>(b::data(probs)) % 16 == 0 &&
-          (probs.stride(0) * 4) % 16 == 0 && (vocab * 4) % 16 == 0;
-  p.seed = static_cast<uint64_t>(seed);
-  p.offset = static_cast<uint64_t>(offset);
-  p.device = probs.device().device_id;
+  p.vec = reinterpret_cast<uintptr_t>(p.in) % 16 == 0 && (in.stride(0) * elem_bytes) % 16 == 0 &&
+          (p.vocab * elem_bytes) % 16 == 0;
+  p.device = in.device().device_id;
   p.pdl = ember::supports_pdl(p.device);
+  p.scalar_temperature = 1.f;
+  p.scalar_top_p = 1.f;
+  return p;
+}
+
+void run_filter(const char* fn, const s::FilterParams& p, s::FilterMode mode) {
+  if (p.rows == 0) return;
   ember::DeviceScope scope(p.device);
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, p.device));
-  const cudaError_t err = s::sample(p, stream);
+  const cudaError_t err = s::filter(p, mode, stream);
   if (err != cudaSuccess) {
     TVM_FFI_THROW(RuntimeError) << fn << ": kernel launch failed: " << cudaGetErrorString(err);
   }
 }
 
+// One token per row from fp32 probabilities (from_logits = false; the fp32 module only) or from
+// logits of the module's dtype over a temperature, under optional top-k / top-p / min-p filters.
+// The Python layer checks the scalars; tensor parameters are read on the device.
+void sample(TensorView in, TensorView samples, bool from_logits, Optional<TensorView> temperature,
+            double scalar_temperature, Optional<TensorView> top_k, int64_t scalar_top_k,
+            Optional<TensorView> top_p, double scalar_top_p, Optional<TensorView> min_p,
+            double scalar_min_p, int64_t seed, int64_t offset, std::string fn_name) {
+  const char* fn = fn_name.c_str();
+  const char* arg = from_logits ? "logits" : "probs";
+  b::expect_dtype(fn, arg, in, from_logits ? kDType : kF32);
+  const int64_t chunk = checked_chunk(fn, arg, in);
+  const int64_t rows = in.shape()[0];
+  b::expect_dtype(fn, "out", samples, DLDataType{kDLInt, 32, 1});
+  if (samples.ndim() != 1 || samples.shape()[0] != rows) {
+    TVM_FFI_THROW(ValueError) << fn << ": `out` must be [rows=" << rows << "], got "
+                              << b::shape_str(samples);
+  }
+  b::expect_contiguous(fn, "out", samples);
+  b::expect_same_device(fn, "out", samples, arg, in);
+  s::FilterParams p = filter_params(in, chunk, from_logits ? kElemBytes : 4);
+  p.samples = static_cast<int32_t*>(b::data(samples));
+  p.temperature = row_param<float>(fn, "temperature", temperature, kF32, rows, arg, in);
+  p.scalar_temperature = static_cast<float>(scalar_temperature);
+  p.top_k = row_param<int32_t>(fn, "top_k", top_k, DLDataType{kDLInt, 32, 1}, rows, arg, in);
+  p.scalar_top_k = static_cast<int32_t>(scalar_top_k);
+  p.top_p = row_param<float>(fn, "top_p", top_p, kF32, rows, arg, in);
+  p.scalar_top_p = static_cast<float>(scalar_top_p);
+  p.min_p = row_param<float>(fn, "min_p", min_p, kF32, rows, arg, in);
+  p.scalar_min_p = static_cast<float>(scalar_min_p);
+  p.seed = static_cast<uint64_t>(seed);
+  p.offset = static_cast<uint64_t>(offset);
+  run_filter(fn, p, from_logits ? s::kSampleLogits : s::kSampleProbs);
+}
+
+// The kept probabilities renormalised (fp32 module only), or the kept logits with the rest -inf.
+void filter_rows(TensorView in, TensorView out, bool renorm, Optional<TensorView> top_k,
+                 int64_t scalar_top_k, Optional<TensorView> top_p, double scalar_top_p,
+                 std::string fn_name) {
+  const char* fn = fn_name.c_str();
+  const char* arg = renorm ? "probs" : "logits";
+  b::expect_dtype(fn, arg, in, renorm ? kF32 : kDType);
+  const int64_t chunk = checked_chunk(fn, arg, in);
+  const int64_t rows = in.shape()[0];
+  b::expect_dtype(fn, "out", out, renorm ? kF32 : kDType);
+  b::expect_same_shape(fn, "out", out, arg, in);
+  if (out.stride(1) != 1 && out.shape()[1] > 1) {
+    TVM_FFI_THROW(ValueError) << fn << ": the last dimension of `out` must be contiguous "
+                              << "(stride 1), got stride " << out.stride(1);
+  }
+  b::expect_same_device(fn, "out", out, arg, in);
+  s::FilterParams p = filter_params(in, chunk, renorm ? 4 : kElemBytes);
+  p.out = b::data(out);
+  p.out_row_stride = out.stride(0);
+  p.top_k = row_param<int32_t>(fn, "top_k", top_k, DLDataType{kDLInt, 32, 1}, rows, arg, in);
+  p.scalar_top_k = static_cast<int32_t>(scalar_top_k);
+  p.top_p = row_param<float>(fn, "top_p", top_p, kF32, rows, arg, in);
+  p.scalar_top_p = static_cast<float>(scalar_top_p);
+  run_filter(fn, p, renorm ? s::kRenormProbs : s::kMaskLogits);
+}
+
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(softmax, softmax);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(sampling_from_probs, sampling_from_probs);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(sample, sample);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_rows, filter_rows);

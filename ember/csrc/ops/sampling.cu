@@ -1,5 +1,7 @@
 // Sampling-family kernels for one logits dtype, chosen at compile time with
 // -DEMBER_SAMPLING_DTYPE=<C++ type>. No tvm-ffi headers here: the binding is sampling.cc.
+#include <type_traits>
+
 #include "ember/sampling.cuh"
 
 #ifndef EMBER_SAMPLING_DTYPE
@@ -13,7 +15,18 @@ cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream) {
   return launch_softmax<EMBER_SAMPLING_DTYPE>(p, stream);
 }
 
-cudaError_t sample(const SampleParams& p, cudaStream_t stream) { return launch_sample(p, stream); }
+// The probability modes read fp32 whatever the module's logits dtype: only the fp32 module has
+// them (the Python layer sends probabilities there).
+cudaError_t filter(const FilterParams& p, FilterMode mode, cudaStream_t stream) {
+  using T = EMBER_SAMPLING_DTYPE;
+  if (mode == kSampleLogits) return launch_filter<T, kSampleLogits>(p, stream);
+  if (mode == kMaskLogits) return launch_filter<T, kMaskLogits>(p, stream);
+  if constexpr (std::is_same_v<T, float>) {
+    if (mode == kSampleProbs) return launch_filter<float, kSampleProbs>(p, stream);
+    if (mode == kRenormProbs) return launch_filter<float, kRenormProbs>(p, stream);
+  }
+  return cudaErrorNotSupported;
+}
 
 }  // namespace sampling
 }  // namespace ember

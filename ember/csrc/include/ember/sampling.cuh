@@ -43,6 +43,42 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch) {
   return v;
 }
 
+// Loads a CTA's `n` elements of a row into shared memory as fp32, `f(x)` applied to each (it may
+// also gather statistics). VEC: n is a multiple of the 16-byte pack and the source is aligned; 4
+// packs in flight per thread, float4 shared stores.
+template <typename T, bool VEC, typename F>
+__device__ __forceinline__ void load_chunk(const T* in, int n, float* dst, F&& f) {
+  if constexpr (VEC) {
+    constexpr int kE = 16 / static_cast<int>(sizeof(T));
+    struct alignas(16) Pack {
+      T v[kE];
+    };
+    const Pack* src = reinterpret_cast<const Pack*>(in);
+    const int packs = n / kE;
+    auto put = [&](int i, const Pack& x) {
+      float v[kE];
+#pragma unroll
+      for (int j = 0; j < kE; ++j) v[j] = f(to_float(x.v[j]));
+#pragma unroll
+      for (int j = 0; j < kE; j += 4) {
+        *reinterpret_cast<float4*>(dst + i * kE + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+      }
+    };
+    int i = threadIdx.x;
+    for (; i + 3 * kSoftmaxThreads < packs; i += 4 * kSoftmaxThreads) {
+      Pack x[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) x[u] = src[i + u * kSoftmaxThreads];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) put(i + u * kSoftmaxThreads, x[u]);
+    }
+    for (; i < packs; i += kSoftmaxThreads) put(i, src[i]);
+  } else {
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) dst[i] = f(to_float(in[i]));
+  }
+}
+
 template <typename T, bool VEC>
 __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads)
     softmax_kernel(SoftmaxParams p) {
@@ -61,45 +97,11 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const float t = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
   const float inv_t = 1.f / t;
   float mx = -INFINITY;
-  if constexpr (VEC) {
-    // n is a multiple of the pack here (vocab and chunk are): 4 packs in flight per thread,
-    // then a remainder loop; shared-memory stores as float4.
-    constexpr int kE = 16 / static_cast<int>(sizeof(T));
-    struct alignas(16) Pack {
-      T v[kE];
-    };
-    const Pack* src = reinterpret_cast<const Pack*>(in);
-    const int packs = n / kE;
-    auto put = [&](int i, const Pack& x) {
-      float f[kE];
-#pragma unroll
-      for (int j = 0; j < kE; ++j) {
-        f[j] = to_float(x.v[j]) * inv_t;
-        mx = fmaxf(mx, f[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < kE; j += 4) {
-        *reinterpret_cast<float4*>(row_smem + i * kE + j) =
-            make_float4(f[j], f[j + 1], f[j + 2], f[j + 3]);
-      }
-    };
-    int i = threadIdx.x;
-    for (; i + 3 * kSoftmaxThreads < packs; i += 4 * kSoftmaxThreads) {
-      Pack x[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) x[u] = src[i + u * kSoftmaxThreads];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) put(i + u * kSoftmaxThreads, x[u]);
-    }
-    for (; i < packs; i += kSoftmaxThreads) put(i, src[i]);
-  } else {
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
-      const float v = to_float(in[i]) * inv_t;
-      row_smem[i] = v;
-      mx = fmaxf(mx, v);
-    }
-  }
+  load_chunk<T, VEC>(in, n, row_smem, [&](float x) {
+    x *= inv_t;
+    mx = fmaxf(mx, x);
+    return x;
+  });
   mx = block_reduce<true>(mx, scratch);
   if (threadIdx.x == 0) exchange[0] = mx;
   cluster.sync();
@@ -177,55 +179,39 @@ __device__ __forceinline__ float block_exclusive_scan(float v, float* scratch, f
   return before;
 }
 
-// Inverse-CDF sampling over a row split across the cluster (layout as softmax_kernel). Each
-// thread owns a contiguous segment of its CTA's chunk; the CTAs exchange their totals, every CTA
-// draws the same u, and the thread whose segment holds u * total scans it for the first index
-// whose running sum exceeds the target. Rounding can leave a target just past a sum: then the
-// last element with mass before it is taken, so an element of probability 0 is never returned.
-// A row whose total is not finite and positive gets -1.
-template <bool VEC>
-__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads)
-    sample_kernel(SampleParams p) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  extern __shared__ __align__(16) float chunk_smem[];  // [chunk], then 1 exchange slot
-  __shared__ float scratch[kSoftmaxThreads / 32];
+// Keys whose unsigned order is the float order (-0 sorts just below +0; NaN never gets here).
+__device__ __forceinline__ uint32_t order_key(float x) {
+  const uint32_t b = __float_as_uint(x);
+  return (b & 0x80000000u) != 0u ? ~b : (b | 0x80000000u);
+}
+
+// Inverse-CDF sampling over a row split across the cluster, the chunk already in shared memory
+// (layout as softmax_kernel); elements whose key is below `tau` count as 0 (and are zeroed). Each
+// thread owns a contiguous segment [lo, hi) of its CTA's chunk; the CTAs exchange their totals,
+// every CTA draws the same u, and the thread whose segment holds u * total scans it for the first
+// index whose running sum exceeds the target. Rounding can leave a target just past a sum: then
+// the last element with mass before it is taken, so an element of probability 0 is never
+// returned. A row whose total is not finite and positive gets -1. Ends with every remote read of
+// this CTA's shared memory done (CTAs may leave).
+__device__ __forceinline__ void sample_chunk(cooperative_groups::cluster_group& cluster, float* v,
+                                             int n, int lo, int hi, uint32_t tau, int64_t row,
+                                             int64_t begin, uint64_t seed, uint64_t offset,
+                                             int32_t* samples, float* exchange, float* scratch) {
   __shared__ int found;
-  float* exchange = chunk_smem + p.chunk;
+  __shared__ float warp_end[kSoftmaxThreads / 32];
+  __shared__ int warp_nz[kSoftmaxThreads / 32];
   const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t row = blockIdx.x / kSoftmaxCluster;
-  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int64_t left = p.vocab - begin;
-  const int n = left <= 0 ? 0 : static_cast<int>(left < p.chunk ? left : p.chunk);
-  const float* in = p.probs + row * p.probs_row_stride + begin;
-  pdl_wait();
-  if constexpr (VEC) {
-    const float4* src = reinterpret_cast<const float4*>(in);
-    const int packs = n / 4;
-    int i = threadIdx.x;
-    for (; i + 3 * kSoftmaxThreads < packs; i += 4 * kSoftmaxThreads) {
-      float4 x[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) x[u] = src[i + u * kSoftmaxThreads];
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-        reinterpret_cast<float4*>(chunk_smem)[i + u * kSoftmaxThreads] = x[u];
-    }
-    for (; i < packs; i += kSoftmaxThreads) reinterpret_cast<float4*>(chunk_smem)[i] = src[i];
-  } else {
-    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) chunk_smem[i] = in[i];
-  }
   if (threadIdx.x == 0) found = 0;
-  __syncthreads();
-  // NOTE: an odd segment length puts a warp's 32 lanes on 32 different banks as they walk their
-  // segments (an even one, e.g. 32 at vocab 128256, would put them all on one)
-  const int seg = ((n + kSoftmaxThreads - 1) / kSoftmaxThreads) | 1;
-  const int lo = min(n, static_cast<int>(threadIdx.x) * seg), hi = min(n, lo + seg);
   float mine = 0.f;
   int last_nonzero = -1;
   for (int i = lo; i < hi; ++i) {
-    mine += chunk_smem[i];
-    if (chunk_smem[i] > 0.f) last_nonzero = i;
+    float x = v[i];
+    if (tau != 0u && order_key(x) < tau) {
+      x = 0.f;
+      v[i] = 0.f;
+    }
+    mine += x;
+    if (x > 0.f) last_nonzero = i;
   }
   float block_total;
   const float prefix = block_exclusive_scan(mine, scratch, &block_total);
@@ -233,8 +219,6 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   // (in float, prefix + mine of one thread need not equal the next thread's prefix), so exactly
   // one thread holds any target below the last end. prev_nz: the last element with mass before
   // this thread's segment.
-  __shared__ float warp_end[kSoftmaxThreads / 32];
-  __shared__ int warp_nz[kSoftmaxThreads / 32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const float end = prefix + mine;
   float start = __shfl_up_sync(0xffffffffu, end, 1);
@@ -271,10 +255,10 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
   cluster.sync();  // every remote read is done: CTAs may leave from here on
   if (!(total > 0.f) || !isfinite(total)) {
-    if (rank == 0 && threadIdx.x == 0) p.samples[row] = -1;
+    if (rank == 0 && threadIdx.x == 0) samples[row] = -1;
     return;
   }
-  const float target = uniform01(p.seed, p.offset, static_cast<uint64_t>(row)) * total;
+  const float target = uniform01(seed, offset, static_cast<uint64_t>(row)) * total;
   const bool owner =
       block_total > 0.f && target >= before && (target < before + block_total || rank == last_rank);
   if (!owner) return;
@@ -285,8 +269,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       float run = start;
       pick = last_nonzero;  // rounding left the target past the running sum: the last mass
       for (int i = lo; i < hi; ++i) {
-        run += chunk_smem[i];
-        if (run > local && chunk_smem[i] > 0.f) {
+        run += v[i];
+        if (run > local && v[i] > 0.f) {
           pick = i;
           break;
         }
@@ -295,7 +279,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       pick = prev_nz;  // an empty segment's range is only rounding: the mass just before it
     }
     if (pick >= 0) {
-      p.samples[row] = static_cast<int32_t>(begin + pick);
+      samples[row] = static_cast<int32_t>(begin + pick);
       found = 1;
     }
   }
@@ -309,10 +293,301 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     if (threadIdx.x == 0) {
       int best = -1;
       for (int w = 0; w < kSoftmaxThreads / 32; ++w) best = max(best, static_cast<int>(scratch[w]));
-      p.samples[row] = static_cast<int32_t>(begin + best);
+      samples[row] = static_cast<int32_t>(begin + best);
     }
   }
-  pdl_launch_dependents();
+}
+
+// --- thresholds without sorting -------------------------------------------------------------
+//
+// Top-k and top-p keep every element whose value is >= a threshold; the threshold is found by a
+// most-significant-digit radix select over the row held in the cluster's shared memory: four
+// passes of 8 bits over order-preserving keys, each pass a 256-bin histogram (count and mass) of
+// the elements that still match the digits chosen so far; the cluster's CTAs add each other's
+// histograms through distributed shared memory and all pick the same bin. Masses are fixed point
+// (value / row max * 2^40, truncated) in 64-bit integers, so the sums do not depend on the order
+// of the atomics: the same input gives the same threshold, and the same tokens for a seed.
+
+constexpr float kMassScale = 1099511627776.f;  // 2^40: a row's largest value in fixed point
+
+__device__ __forceinline__ unsigned long long fixed_mass(float x, float scale) {
+  return __float2ull_rz(x * scale);
+}
+
+constexpr int kBins = 256;
+
+struct RadixSmem {
+  unsigned cnt[2][kBins];  // double-buffered: a pass fills one while peers may read the other
+  unsigned long long mass[2][kBins];
+  unsigned long long warp_cnt[kBins / 32], warp_mass[kBins / 32];  // scan carries
+  struct Pick {
+    int bin;
+    bool exact;  // the bin ends exactly at the target: all of it is kept
+    unsigned long long cnt_above, mass_above;
+  } pick[2];
+};
+
+// The threshold key (keep elements whose key is >= it) that keeps, among the elements of the row
+// whose key is >= `floor` ([lo, hi): this thread's segment; all CTAs of the cluster call in step): BY_MASS = false: the `want` largest (ties
+// at the boundary all kept; want >= 1 and at most the number of such elements); BY_MASS: the
+// largest elements whose mass first reaches ceil(ratio * their total mass) (at least the
+// largest element). WITH_MASS = false: counts only (values need not be non-negative).
+template <bool WITH_MASS>
+__device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, RadixSmem& h,
+                                  int& pass, const float* v, int lo, int hi, float scale,
+                                  uint32_t floor, bool by_mass, unsigned long long want,
+                                  float ratio) {
+  const int t = static_cast<int>(threadIdx.x);
+  const int lane = t % 32, warp = t / 32;
+  uint32_t prefix = 0;
+  unsigned long long need = want;
+  for (int level = 0; level < 4; ++level) {
+    const int shift = 24 - 8 * level;
+    const uint32_t high = level == 0 ? 0u : ~0u << (shift + 8);
+    const int buf = pass++ & 1;
+    if (t < kBins) {
+      h.cnt[buf][t] = 0;
+      if (WITH_MASS) h.mass[buf][t] = 0;
+    }
+    if (t == 0) h.pick[buf].bin = -1;
+    __syncthreads();
+    // Runs of equal bins in a thread's segment are added once: a peaked row (most values in a
+    // few bins) would otherwise serialise on a handful of shared-memory addresses.
+    int cur = -1;
+    unsigned c = 0;
+    unsigned long long m = 0;
+    for (int i = lo; i < hi; ++i) {
+      const float x = v[i];
+      const uint32_t k = order_key(x);
+      if ((k & high) != prefix || k < floor) continue;
+      const int bin = static_cast<int>((k >> shift) & 255u);
+      if (bin != cur) {
+        if (c != 0u) {
+          atomicAdd(&h.cnt[buf][cur], c);
+          if (WITH_MASS) atomicAdd(&h.mass[buf][cur], m);
+        }
+        cur = bin;
+        c = 0;
+        m = 0;
+      }
+      ++c;
+      if (WITH_MASS) m += fixed_mass(x, scale);
+    }
+    if (c != 0u) {
+      atomicAdd(&h.cnt[buf][cur], c);
+      if (WITH_MASS) atomicAdd(&h.mass[buf][cur], m);
+    }
+    cluster.sync();
+    // Thread t < 256 holds bin 255 - t: an inclusive scan over t runs from the largest keys down.
+    unsigned long long bc = 0, bm = 0;
+    if (t < kBins) {
+      const int bin = kBins - 1 - t;
+#pragma unroll
+      for (int r = 0; r < kSoftmaxCluster; ++r) {
+        bc += cluster.map_shared_rank(&h.cnt[buf][bin], r)[0];
+        if (WITH_MASS) bm += cluster.map_shared_rank(&h.mass[buf][bin], r)[0];
+      }
+    }
+    unsigned long long ic = bc, im = bm;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const unsigned long long xc = __shfl_up_sync(0xffffffffu, ic, o);
+      const unsigned long long xm = __shfl_up_sync(0xffffffffu, im, o);
+      if (lane >= o) {
+        ic += xc;
+        im += xm;
+      }
+    }
+    if (t < kBins && lane == 31) {
+      h.warp_cnt[warp] = ic;
+      h.warp_mass[warp] = im;
+    }
+    __syncthreads();
+    if (t < kBins) {
+      unsigned long long total_m = 0;
+      for (int w = 0; w < kBins / 32; ++w) {
+        if (w < warp) {
+          ic += h.warp_cnt[w];
+          im += h.warp_mass[w];
+        }
+        total_m += h.warp_mass[w];
+      }
+      if (level == 0 && by_mass) {  // the target: a share of the total mass, at least 1 unit
+        const double goal = ceil(static_cast<double>(ratio) * static_cast<double>(total_m));
+        need = goal < 1.0 ? 1ull
+                          : (goal >= static_cast<double>(total_m)
+                                 ? total_m
+                                 : static_cast<unsigned long long>(goal));
+      }
+      const unsigned long long incl = by_mass ? im : ic, own = by_mass ? bm : bc;
+      if (incl >= need && incl - own < need && own != 0) {
+        auto& pk = h.pick[buf];
+        pk.bin = kBins - 1 - t;
+        pk.exact = incl == need;
+        pk.cnt_above = ic - bc;
+        pk.mass_above = im - bm;
+      }
+    }
+    __syncthreads();
+    const RadixSmem::Pick pk = h.pick[buf];
+    if (pk.bin < 0) break;  // (not reached: the scan always crosses the target)
+    prefix |= static_cast<uint32_t>(pk.bin) << shift;
+    need -= by_mass ? pk.mass_above : pk.cnt_above;
+    if (pk.exact || level == 3) {
+      return prefix > floor ? prefix : floor;
+    }
+  }
+  return floor;
+}
+
+// Sampling, renormalisation and masking under top-k / top-p / min-p filters, one row per
+// cluster. The row is loaded once into shared memory (logits: divided by the temperature and
+// exponentiated against the row max; probabilities as they are); the thresholds come from
+// radix_select; then the one output pass. Rows with NaN (and, for probabilities, negative or
+// infinite values; for logits to sample from, +inf) are marked: sample -1, renormalised
+// probabilities or masked logits all NaN.
+// NOTE: 3 CTAs per SM (40 registers a thread): a 128 256 vocabulary's 64 KB chunks then fit 3 to
+// an SM, and 128 rows take 2.6 waves instead of 3.9.
+template <typename T, bool VEC, int MODE>
+__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 3)
+    filter_kernel(FilterParams p) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  extern __shared__ __align__(16) float chunk_smem[];  // [chunk], then 4 exchange slots
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  __shared__ RadixSmem hist;
+  float* exchange = chunk_smem + p.chunk;  // [0] max, [1] bad, [2] block total
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t row = blockIdx.x / kSoftmaxCluster;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int64_t left = p.vocab - begin;
+  const int n = left <= 0 ? 0 : static_cast<int>(left < p.chunk ? left : p.chunk);
+  const T* in = static_cast<const T*>(p.in) + row * p.in_row_stride + begin;
+  pdl_wait();
+  float inv_t = 1.f;
+  if constexpr (MODE == kSampleLogits) {
+    inv_t = 1.f / (p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature);
+  }
+  float mx = -INFINITY;
+  bool bad = false;
+  load_chunk<T, VEC>(in, n, chunk_smem, [&](float x) {
+    if constexpr (MODE == kSampleLogits) x *= inv_t;
+    if constexpr (MODE == kMaskLogits) {
+      bad |= isnan(x);
+    } else if constexpr (MODE == kSampleLogits) {
+      bad |= isnan(x) || x == INFINITY;
+    } else {
+      bad |= !(x >= 0.f && x < INFINITY);
+    }
+    mx = fmaxf(mx, x);
+    return x;
+  });
+  mx = block_reduce<true>(mx, scratch);
+  const float any_bad = block_reduce<true>(bad ? 1.f : 0.f, scratch);
+  if (threadIdx.x == 0) {
+    exchange[0] = mx;
+    exchange[1] = any_bad;
+  }
+  cluster.sync();
+  float row_max = -INFINITY, row_bad = 0.f;
+#pragma unroll
+  for (int r = 0; r < kSoftmaxCluster; ++r) {
+    row_max = fmaxf(row_max, cluster.map_shared_rank(exchange, r)[0]);
+    row_bad = fmaxf(row_bad, cluster.map_shared_rank(exchange, r)[1]);
+  }
+  if (row_bad != 0.f) {
+    cluster.sync();  // every remote read of the exchange slots is done
+    pdl_launch_dependents();
+    if constexpr (MODE == kSampleProbs || MODE == kSampleLogits) {
+      if (rank == 0 && threadIdx.x == 0) p.samples[row] = -1;
+    } else if constexpr (MODE == kRenormProbs) {
+      float* out = static_cast<float*>(p.out) + row * p.out_row_stride + begin;
+      for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = NAN;
+    } else {
+      T* out = static_cast<T*>(p.out) + row * p.out_row_stride + begin;
+      for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = from_float<T>(NAN);
+    }
+    return;
+  }
+  // Logits to sample from become exp(x - max) (the largest is 1; a row of -inf has no mass).
+  float mass_max = row_max;
+  if constexpr (MODE == kSampleLogits) {
+    const float m = row_max == -INFINITY ? 0.f : row_max;
+    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) chunk_smem[i] = __expf(chunk_smem[i] - m);
+    mass_max = row_max == -INFINITY ? 0.f : 1.f;
+  }
+  // NOTE: an odd segment length puts a warp's 32 lanes on 32 different banks as they walk their
+  // segments (an even one, e.g. 32 at vocab 128256, would put them all on one)
+  const int seg = ((n + kSoftmaxThreads - 1) / kSoftmaxThreads) | 1;
+  const int lo = min(n, static_cast<int>(threadIdx.x) * seg), hi = min(n, lo + seg);
+  __syncthreads();  // the exponentials are written by other threads than the segments' owners
+
+  const int k = p.top_k != nullptr ? p.top_k[row] : p.scalar_top_k;
+  const bool use_k = k > 0 && k < p.vocab;
+  float top_p = 1.f, min_p = 0.f;
+  if constexpr (MODE != kMaskLogits) {
+    top_p = p.top_p != nullptr ? p.top_p[row] : p.scalar_top_p;
+    min_p = p.min_p != nullptr ? p.min_p[row] : p.scalar_min_p;
+  }
+  const bool has_mass = MODE == kMaskLogits || mass_max > 0.f;
+  const bool use_p = MODE != kMaskLogits && top_p < 1.f && has_mass;
+  const bool use_min = min_p > 0.f && has_mass;
+  const float scale = has_mass ? kMassScale / mass_max : 0.f;
+  uint32_t tau = 0;  // keep everything
+  int pass = 0;
+  if (use_k) {
+    if constexpr (MODE == kMaskLogits) {
+      tau = radix_select<false>(cluster, hist, pass, chunk_smem, lo, hi, 0.f, 0u, false,
+                                static_cast<unsigned long long>(k), 0.f);
+    } else {
+      tau = radix_select<true>(cluster, hist, pass, chunk_smem, lo, hi, scale, 0u, false,
+                               static_cast<unsigned long long>(k), 0.f);
+    }
+  }
+  if constexpr (MODE != kMaskLogits) {
+    if (use_p) {
+      const uint32_t key_p =
+          radix_select<true>(cluster, hist, pass, chunk_smem, lo, hi, scale, tau, true, 0ull,
+                             top_p);
+      tau = max(tau, key_p);
+    }
+    if (use_min) tau = max(tau, order_key(fminf(min_p, 1.f) * mass_max));
+  }
+
+  if constexpr (MODE == kSampleProbs || MODE == kSampleLogits) {
+    sample_chunk(cluster, chunk_smem, n, lo, hi, tau, row, begin, p.seed, p.offset, p.samples,
+                 exchange + 2, scratch);
+    pdl_launch_dependents();
+  } else if constexpr (MODE == kRenormProbs) {
+    float mine = 0.f;
+    for (int i = lo; i < hi; ++i) {
+      float x = chunk_smem[i];
+      if (order_key(x) < tau) {
+        x = 0.f;
+        chunk_smem[i] = 0.f;
+      }
+      mine += x;
+    }
+    mine = block_reduce<false>(mine, scratch);
+    if (threadIdx.x == 0) exchange[2] = mine;
+    cluster.sync();
+    float total = 0.f;
+#pragma unroll
+    for (int r = 0; r < kSoftmaxCluster; ++r) total += cluster.map_shared_rank(exchange, r)[2];
+    cluster.sync();  // every remote read is done: CTAs may leave from here on
+    pdl_launch_dependents();
+    const float inv = total > 0.f ? 1.f / total : NAN;  // no mass: NaN, like a bad row
+    float* out = static_cast<float*>(p.out) + row * p.out_row_stride + begin;
+    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = chunk_smem[i] * inv;
+  } else {
+    cluster.sync();  // every remote read of the histograms is done: CTAs may leave
+    pdl_launch_dependents();
+    T* out = static_cast<T*>(p.out) + row * p.out_row_stride + begin;
+    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
+      const float x = chunk_smem[i];
+      out[i] = order_key(x) >= tau ? from_float<T>(x) : from_float<T>(-INFINITY);
+    }
+  }
 }
 
 template <typename T>
@@ -328,16 +603,17 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
                                                  p.device, p);
 }
 
-inline cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
-  if (p.rows == 0) return cudaSuccess;
-  const size_t smem = (static_cast<size_t>(p.chunk) + 1) * sizeof(float);
+template <typename T, int MODE>
+cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
+  if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
+  const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
   if (p.vec) {
-    return launch_kernel<sample_kernel<true>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
-                                              p.device, p);
+    return launch_kernel<filter_kernel<T, true, MODE>>(grid, dim3(kSoftmaxThreads), smem, stream,
+                                                       p.pdl, p.device, p);
   }
-  return launch_kernel<sample_kernel<false>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
-                                             p.device, p);
+  return launch_kernel<filter_kernel<T, false, MODE>>(grid, dim3(kSoftmaxThreads), smem, stream,
+                                                      p.pdl, p.device, p);
 }
 
 }  // namespace sampling

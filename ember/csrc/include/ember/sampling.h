@@ -29,22 +29,44 @@ constexpr int kSoftmaxCluster = 8;
 
 cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream);
 
-struct SampleParams {
-  const float* probs;  // [rows, vocab] fp32, non-negative (need not sum to 1)
-  int64_t probs_row_stride;
-  int32_t* samples;  // [rows]
+// What a filter launch does with a row (one kernel template, one instance per mode).
+enum FilterMode : int {
+  kSampleProbs = 0,   // one token from probabilities
+  kSampleLogits = 1,  // one token from softmax(logits / temperature)
+  kRenormProbs = 2,   // the kept probabilities, renormalised to sum to 1
+  kMaskLogits = 3,    // the kept logits, the rest -inf (top-k only)
+};
+
+struct FilterParams {
+  const void* in;  // [rows, vocab] probabilities (fp32) or logits (the module's dtype)
+  int64_t in_row_stride;
+  void* out;  // kRenormProbs: fp32 [rows, vocab]; kMaskLogits: logits dtype [rows, vocab]
+  int64_t out_row_stride;
+  int32_t* samples;  // sampling modes: [rows]
   int64_t rows;
   int64_t vocab;
-  int chunk;              // elements of a row per CTA of its cluster (a multiple of 8)
-  bool vec;               // 16-byte loads (aligned rows)
+  int chunk;  // elements of a row per CTA of its cluster (a multiple of 8)
+  bool vec;   // 16-byte loads (aligned rows)
+  const float* temperature;  // kSampleLogits: [rows], or null: `scalar_temperature`
+  float scalar_temperature;
+  // Filters, each per row ([rows] tensor) or, where the pointer is null, one scalar; a value
+  // outside the filter's range turns it off for that row: top_k <= 0 or >= vocab, top_p >= 1
+  // (or NaN), min_p <= 0 (or NaN).
+  const int32_t* top_k;
+  int32_t scalar_top_k;
+  const float* top_p;
+  float scalar_top_p;
+  const float* min_p;
+  float scalar_min_p;
   uint64_t seed, offset;  // Philox4x32-10 key and counter: draw `offset` of stream `row`
   bool pdl;
   int device;
 };
 
-// One token per row, index i drawn with probability probs[i] / sum(probs): inverse-CDF sampling
-// over the row held in a cluster's shared memory; reproducible for a given (seed, offset).
-cudaError_t sample(const SampleParams& p, cudaStream_t stream);
+// Sampling modes: one token per row, index i drawn with probability proportional to its value
+// among the kept elements (inverse CDF over the row held in a cluster's shared memory;
+// reproducible for a given (seed, offset)).
+cudaError_t filter(const FilterParams& p, FilterMode mode, cudaStream_t stream);
 
 }  // namespace sampling
 }  // namespace ember
