@@ -6,6 +6,7 @@ from typing import Any
 
 __all__ = [
     "batch_decode_ref",
+    "filter_threshold_ref",
     "fused_add_rmsnorm_ref",
     "page_table",
     "rmsnorm_ref",
@@ -112,3 +113,59 @@ def batch_decode_ref(  # noqa: PLR0917 (mirrors the page-table convention)
         lse[b] = torch.logsumexp(logits, dim=-1).float()
         out[b] = torch.einsum("ht,thd->hd", torch.softmax(logits, dim=-1), v).float()
     return out, lse
+
+
+def _per_row(value: Any, rows: int, device: Any, dtype: Any, off: float) -> Any:
+    import torch
+
+    if value is None:
+        return torch.full((rows,), off, dtype=dtype, device=device)
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype=dtype, device=device)
+    return torch.full((rows,), value, dtype=dtype, device=device)
+
+
+def filter_threshold_ref(
+    values: Any, *, top_k: Any = None, top_p: Any = None, min_p: Any = None, mass: bool = True
+) -> Any:
+    """The per-row threshold of ember's sampling filters: keep ``values >= threshold`` (fp32).
+
+    ``values``: fp32 ``[rows, vocab]`` (probabilities, or logits for a top-k mask with
+    ``mass=False``). The same definition as the kernel, exactly: top-k keeps the ``k`` largest
+    (ties at the ``k``-th value all kept; ``k <= 0`` or ``>= vocab``: off); top-p then keeps the
+    largest values whose mass first reaches ``ceil(top_p * mass(kept so far))`` in the kernel's
+    fixed point (``trunc(float32(x * float32(2^40 / row max)))``; ``>= 1``: off); min-p keeps
+    ``>= float32(min_p * row max)`` (``<= 0``: off). Returns fp32 ``[rows]`` (``-inf``: keep all).
+    """
+    import math
+
+    import torch
+
+    rows, vocab = values.shape
+    dev = values.device
+    thr = torch.full((rows,), float("-inf"), dtype=torch.float32, device=dev)
+    ks = _per_row(top_k, rows, dev, torch.int64, 0)
+    ps = _per_row(top_p, rows, dev, torch.float32, 1.0)
+    ms = _per_row(min_p, rows, dev, torch.float32, 0.0)
+    sorted_v = values.sort(dim=-1, descending=True).values
+    use_k = (ks > 0) & (ks < vocab)
+    kth = sorted_v.gather(1, (ks.clamp(1, vocab) - 1)[:, None])[:, 0]
+    thr = torch.where(use_k, kth, thr)
+    if not mass:
+        return thr
+    row_max = values.max(-1).values
+    scale = torch.tensor(2.0**40, dtype=torch.float32, device=dev) / row_max
+    q = torch.trunc(sorted_v * scale[:, None]).to(torch.int64)
+    q = torch.where(sorted_v >= thr[:, None], q, torch.zeros_like(q))
+    cum = q.cumsum(-1)
+    for r in range(rows):
+        p = float(ps[r])
+        if not p < 1.0 or not float(row_max[r]) > 0:
+            continue
+        total = int(cum[r, -1])
+        need = min(max(math.ceil(p * float(total)), 1), total)
+        idx = int(torch.searchsorted(cum[r], torch.tensor([need], device=dev)))
+        thr[r] = torch.maximum(thr[r], sorted_v[r, idx])
+    use_m = (ms > 0) & (row_max > 0)
+    m_thr = torch.minimum(ms, torch.ones_like(ms)) * row_max
+    return torch.where(use_m, torch.maximum(thr, m_thr), thr)

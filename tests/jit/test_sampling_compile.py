@@ -83,3 +83,44 @@ def test_seed_is_drawn_from_the_given_cpu_generator() -> None:
     with pytest.raises(ValueError, match=r"on a CUDA device"):
         ember.sampling_from_probs(P, seed=3, generator=untouched)
     assert untouched.get_state().equal(before), "an explicit seed must not consume the generator"
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "kwargs", "err", "pattern"),
+    [
+        (ember.top_k_sampling_from_probs, (P, -1), {}, ValueError, r"`top_k` must be an int in \[0, 2\^31\) or an int32 \[rows\] tensor, got -1"),
+        (ember.top_k_sampling_from_probs, (P, 2.5), {}, ValueError, r"`top_k` must be an int .*got 2.5"),
+        (ember.top_k_sampling_from_probs, (P, torch.ones(4, dtype=torch.int64)), {}, TypeError, r"`top_k` must have dtype int32, got int64"),
+        (ember.top_p_sampling_from_probs, (P, 1.5), {}, ValueError, r"`top_p` must be in \[0, 1\], got 1.5"),
+        (ember.top_p_sampling_from_probs, (P, float("nan")), {}, ValueError, r"`top_p` must be in \[0, 1\], got nan"),
+        (ember.top_p_sampling_from_probs, (P, "0.9"), {}, TypeError, r"`top_p` must be a float or a float32 \[rows\] tensor, got str"),
+        (ember.top_p_sampling_from_probs, (P, torch.ones(3)), {}, ValueError, r"`top_p` must be a scalar or \[rows=4\], got \[3\]"),
+        (ember.min_p_sampling_from_probs, (P, -0.1), {}, ValueError, r"`min_p` must be in \[0, 1\], got -0.1"),
+        (ember.min_p_sampling_from_probs, (P, torch.ones(4, 1)), {}, ValueError, r"`min_p` must be a scalar or \[rows=4\], got \[4, 1\]"),
+        (ember.top_k_top_p_sampling_from_probs, (P.bfloat16(), 5, 0.5), {}, TypeError, r"`probs` must have dtype float32, got bfloat16"),
+        (ember.sampling_from_logits, (L, 0.0), {}, ValueError, r"`temperature` must be a finite float32 > 0 .*got 0.0"),
+        (ember.sampling_from_logits, (L, torch.ones(4, dtype=torch.float16)), {}, TypeError, r"`temperature` must have dtype float32, got float16"),
+        (ember.sampling_from_logits, (L,), {"out": torch.zeros(4, dtype=torch.int64)}, TypeError, r"`out` must have dtype int32, got int64"),
+        (ember.sampling_from_logits, (L,), {"seed": 2**63}, ValueError, r"`seed` must be an int in \[0, 2\^63\)"),
+        (ember.sampling_from_logits, (torch.zeros(4, 1000, dtype=torch.int8),), {}, TypeError, r"`logits` must be bfloat16, float16 or float32, got torch.int8"),
+        (ember.top_k_top_p_sampling_from_logits, (L, 5, 0.9), {}, ValueError, r"`logits` must be on a CUDA device, got cpu"),
+        (ember.top_k_renorm_probs, (P, 5), {"out": torch.zeros(4, 999)}, ValueError, r"`out` must have the shape of `probs` \[4, 1000\], got \[4, 999\]"),
+        (ember.top_k_renorm_probs, (P, 5), {"out": torch.zeros(1000, 4).t()}, ValueError, r"last dimension of `out` must be contiguous"),
+        (ember.top_p_renorm_probs, (P.half(), 0.5), {}, TypeError, r"`probs` must have dtype float32, got float16"),
+        (ember.top_p_renorm_probs, (P, 2), {}, ValueError, r"`top_p` must be in \[0, 1\], got 2"),
+        (ember.top_k_mask_logits, (L, 5), {"out": torch.zeros(4, 1000)}, TypeError, r"`out` must have dtype bfloat16, got float32"),
+        (ember.top_k_mask_logits, (L, True), {}, ValueError, r"`top_k` must be an int"),
+        (ember.top_k_mask_logits, (torch.zeros(2, 8 * 60000),), {"top_k": 5}, ValueError, r"the vocabulary must be 1 to \d+, got 480000"),
+        (ember.top_k_mask_logits, (L, 5), {}, ValueError, r"`logits` must be on a CUDA device, got cpu"),
+    ],
+)  # fmt: skip
+def test_filter_bad_inputs_raise_before_launch(fn, args, kwargs, err, pattern) -> None:
+    with pytest.raises(err, match=pattern):
+        fn(*args, **kwargs)
+
+
+def test_the_probability_paths_share_the_fp32_module_and_every_module_has_the_filters() -> None:
+    for dtype in (torch.float32, torch.bfloat16):
+        mod = sampling._module(torch.zeros(1, dtype=dtype), "test")
+        assert mod.sample is not None and mod.filter_rows is not None
+    assert sampling._module_fp32("test") is sampling._module(torch.zeros(1), "test")

@@ -38,6 +38,7 @@ __all__ = [
 ROUTINE_MODULES: tuple[str, ...] = (
     "ember.bench.routines.act",
     "ember.bench.routines.decode",
+    "ember.bench.routines.filters",
     "ember.bench.routines.norm",
     "ember.bench.routines.rope",
     "ember.bench.routines.sampling",

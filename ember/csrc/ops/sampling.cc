@@ -105,8 +105,8 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
 
 // --- filters: sampling, renormalisation, masking ---------------------------------------------
 
-// A row tensor's shared checks: 2-D, last dimension contiguous, on a CUDA device, a vocabulary
-// whose row fits one cluster's shared memory.
+// A row tensor's shared checks: 2-D, last dimension contiguous, a vocabulary whose row fits one
+// cluster's shared memory. (The device is checked after the other arguments.)
 int64_t checked_chunk(const char* fn, const char* arg, const TensorView& x) {
   b::expect_ndim(fn, arg, x, 2);
   const int64_t rows = x.shape()[0], vocab = x.shape()[1];
@@ -123,7 +123,6 @@ int64_t checked_chunk(const char* fn, const char* arg, const TensorView& x) {
     TVM_FFI_THROW(ValueError) << fn << ": at most " << INT32_MAX / s::kSoftmaxCluster
                               << " rows, got " << rows;
   }
-  b::expect_device(fn, arg, x, kDLCUDA, "a CUDA device");
   return chunk;
 }
 
@@ -187,16 +186,22 @@ void sample(TensorView in, TensorView samples, bool from_logits, Optional<Tensor
                               << b::shape_str(samples);
   }
   b::expect_contiguous(fn, "out", samples);
+  const float* t = row_param<float>(fn, "temperature", temperature, kF32, rows, arg, in);
+  const int32_t* k =
+      row_param<int32_t>(fn, "top_k", top_k, DLDataType{kDLInt, 32, 1}, rows, arg, in);
+  const float* tp = row_param<float>(fn, "top_p", top_p, kF32, rows, arg, in);
+  const float* mp = row_param<float>(fn, "min_p", min_p, kF32, rows, arg, in);
+  b::expect_device(fn, arg, in, kDLCUDA, "a CUDA device");
   b::expect_same_device(fn, "out", samples, arg, in);
   s::FilterParams p = filter_params(in, chunk, from_logits ? kElemBytes : 4);
   p.samples = static_cast<int32_t*>(b::data(samples));
-  p.temperature = row_param<float>(fn, "temperature", temperature, kF32, rows, arg, in);
+  p.temperature = t;
   p.scalar_temperature = static_cast<float>(scalar_temperature);
-  p.top_k = row_param<int32_t>(fn, "top_k", top_k, DLDataType{kDLInt, 32, 1}, rows, arg, in);
+  p.top_k = k;
   p.scalar_top_k = static_cast<int32_t>(scalar_top_k);
-  p.top_p = row_param<float>(fn, "top_p", top_p, kF32, rows, arg, in);
+  p.top_p = tp;
   p.scalar_top_p = static_cast<float>(scalar_top_p);
-  p.min_p = row_param<float>(fn, "min_p", min_p, kF32, rows, arg, in);
+  p.min_p = mp;
   p.scalar_min_p = static_cast<float>(scalar_min_p);
   p.seed = static_cast<uint64_t>(seed);
   p.offset = static_cast<uint64_t>(offset);
@@ -218,13 +223,17 @@ void filter_rows(TensorView in, TensorView out, bool renorm, Optional<TensorView
     TVM_FFI_THROW(ValueError) << fn << ": the last dimension of `out` must be contiguous "
                               << "(stride 1), got stride " << out.stride(1);
   }
+  const int32_t* k =
+      row_param<int32_t>(fn, "top_k", top_k, DLDataType{kDLInt, 32, 1}, rows, arg, in);
+  const float* tp = row_param<float>(fn, "top_p", top_p, kF32, rows, arg, in);
+  b::expect_device(fn, arg, in, kDLCUDA, "a CUDA device");
   b::expect_same_device(fn, "out", out, arg, in);
   s::FilterParams p = filter_params(in, chunk, renorm ? 4 : kElemBytes);
   p.out = b::data(out);
   p.out_row_stride = out.stride(0);
-  p.top_k = row_param<int32_t>(fn, "top_k", top_k, DLDataType{kDLInt, 32, 1}, rows, arg, in);
+  p.top_k = k;
   p.scalar_top_k = static_cast<int32_t>(scalar_top_k);
-  p.top_p = row_param<float>(fn, "top_p", top_p, kF32, rows, arg, in);
+  p.top_p = tp;
   p.scalar_top_p = static_cast<float>(scalar_top_p);
   run_filter(fn, p, renorm ? s::kRenormProbs : s::kMaskLogits);
 }

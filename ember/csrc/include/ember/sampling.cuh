@@ -61,7 +61,8 @@ __device__ __forceinline__ void load_chunk(const T* in, int n, float* dst, F&& f
       for (int j = 0; j < kE; ++j) v[j] = f(to_float(x.v[j]));
 #pragma unroll
       for (int j = 0; j < kE; j += 4) {
-        *reinterpret_cast<float4*>(dst + i * kE + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+        *reinterpret_cast<float4*>(dst + i * kE + j) =
+            make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
       }
     };
     int i = threadIdx.x;
@@ -328,15 +329,16 @@ struct RadixSmem {
 };
 
 // The threshold key (keep elements whose key is >= it) that keeps, among the elements of the row
-// whose key is >= `floor` ([lo, hi): this thread's segment; all CTAs of the cluster call in step): BY_MASS = false: the `want` largest (ties
-// at the boundary all kept; want >= 1 and at most the number of such elements); BY_MASS: the
-// largest elements whose mass first reaches ceil(ratio * their total mass) (at least the
-// largest element). WITH_MASS = false: counts only (values need not be non-negative).
+// whose key is >= `floor` ([lo, hi): this thread's segment; all CTAs of the cluster call in step):
+// BY_MASS = false: the `want` largest (ties at the boundary all kept; want >= 1 and at most the
+// number of such elements); BY_MASS: the largest elements whose mass first reaches ceil(ratio *
+// their total mass) (at least the largest element). WITH_MASS = false: counts only (values need not
+// be non-negative).
 template <bool WITH_MASS>
 __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, RadixSmem& h,
-                                  int& pass, const float* v, int lo, int hi, float scale,
-                                  uint32_t floor, bool by_mass, unsigned long long want,
-                                  float ratio) {
+                                 int& pass, const float* v, int lo, int hi, float scale,
+                                 uint32_t floor, bool by_mass, unsigned long long want,
+                                 float ratio) {
   const int t = static_cast<int>(threadIdx.x);
   const int lane = t % 32, warp = t / 32;
   uint32_t prefix = 0;
@@ -414,10 +416,10 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       }
       if (level == 0 && by_mass) {  // the target: a share of the total mass, at least 1 unit
         const double goal = ceil(static_cast<double>(ratio) * static_cast<double>(total_m));
-        need = goal < 1.0 ? 1ull
-                          : (goal >= static_cast<double>(total_m)
-                                 ? total_m
-                                 : static_cast<unsigned long long>(goal));
+        need = goal < 1.0
+                   ? 1ull
+                   : (goal >= static_cast<double>(total_m) ? total_m
+                                                           : static_cast<unsigned long long>(goal));
       }
       const unsigned long long incl = by_mass ? im : ic, own = by_mass ? bm : bc;
       if (incl >= need && incl - own < need && own != 0) {
@@ -513,7 +515,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   float mass_max = row_max;
   if constexpr (MODE == kSampleLogits) {
     const float m = row_max == -INFINITY ? 0.f : row_max;
-    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) chunk_smem[i] = __expf(chunk_smem[i] - m);
+    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads)
+      chunk_smem[i] = __expf(chunk_smem[i] - m);
     mass_max = row_max == -INFINITY ? 0.f : 1.f;
   }
   // NOTE: an odd segment length puts a warp's 32 lanes on 32 different banks as they walk their
@@ -546,9 +549,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
   if constexpr (MODE != kMaskLogits) {
     if (use_p) {
-      const uint32_t key_p =
-          radix_select<true>(cluster, hist, pass, chunk_smem, lo, hi, scale, tau, true, 0ull,
-                             top_p);
+      const uint32_t key_p = radix_select<true>(cluster, hist, pass, chunk_smem, lo, hi, scale, tau,
+                                                true, 0ull, top_p);
       tau = max(tau, key_p);
     }
     if (use_min) tau = max(tau, order_key(fminf(min_p, 1.f) * mass_max));

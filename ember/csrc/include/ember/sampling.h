@@ -45,8 +45,8 @@ struct FilterParams {
   int32_t* samples;  // sampling modes: [rows]
   int64_t rows;
   int64_t vocab;
-  int chunk;  // elements of a row per CTA of its cluster (a multiple of 8)
-  bool vec;   // 16-byte loads (aligned rows)
+  int chunk;                 // elements of a row per CTA of its cluster (a multiple of 8)
+  bool vec;                  // 16-byte loads (aligned rows)
   const float* temperature;  // kSampleLogits: [rows], or null: `scalar_temperature`
   float scalar_temperature;
   // Filters, each per row ([rows] tensor) or, where the pointer is null, one scalar; a value
