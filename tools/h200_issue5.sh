@@ -34,6 +34,6 @@ t = time.perf_counter(); build_and_load(sampling_spec('fp32')); print(f'cold com
   bench top_p top_p_sampling_from_probs --backends $B
   bench topk_topp_logits top_k_top_p_sampling_from_logits --backends $B
   for op in top_k_sampling_from_probs min_p_sampling_from_probs top_k_top_p_sampling_from_probs sampling_from_logits top_k_renorm_probs top_p_renorm_probs top_k_mask_logits sampling_from_probs; do
-    bench $op $op --backends ember,flashinfer,torch --shapes 128x128256
+    bench $op $op --backends ember,flashinfer --shapes 128x128256
   done
 fi

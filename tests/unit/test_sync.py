@@ -29,6 +29,15 @@ PUBLIC_OPS = {
     "apply_rope_with_cos_sin_cache_": ("rope", "rope"),
     "softmax": ("sampling", "softmax"),
     "sampling_from_probs": ("sampling", "sampling_from_probs"),
+    "min_p_sampling_from_probs": ("sampling", "min_p_sampling_from_probs"),
+    "sampling_from_logits": ("sampling", "sampling_from_logits"),
+    "top_k_mask_logits": ("sampling", "top_k_mask_logits"),
+    "top_k_renorm_probs": ("sampling", "top_k_renorm_probs"),
+    "top_k_sampling_from_probs": ("sampling", "top_k_sampling_from_probs"),
+    "top_k_top_p_sampling_from_logits": ("sampling", "top_k_top_p_sampling_from_logits"),
+    "top_k_top_p_sampling_from_probs": ("sampling", "top_k_top_p_sampling_from_probs"),
+    "top_p_renorm_probs": ("sampling", "top_p_renorm_probs"),
+    "top_p_sampling_from_probs": ("sampling", "top_p_sampling_from_probs"),
 }
 
 
