@@ -7,6 +7,7 @@ compiled on first use and cached under ``EMBER_CACHE_DIR`` (see ``docs/config.md
 from __future__ import annotations
 
 from ember._version import __version__
+from ember.config import warn_diagnostic_knobs
 from ember.errors import (
     ArtifactError,
     CompileError,
@@ -45,6 +46,9 @@ from ember.ops.sampling import (
     top_p_renorm_probs,
     top_p_sampling_from_probs,
 )
+
+# R6.15: a diagnostic control set in the environment is announced once, when ember is imported.
+warn_diagnostic_knobs()
 
 __all__ = [
     "ArtifactError",

@@ -1,5 +1,5 @@
 """The ``ember`` command: ``env``, ``doctor``, ``cache``, ``precompile``, ``aot``, ``artifacts``,
-``bench``.
+``bench``, ``replay``.
 
 Everything here prints; library code logs. Each subcommand returns an exit status.
 """
@@ -348,6 +348,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main([*quiet, *args.bench_argv], prog="ember bench")
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from ember.api_dump import replay
+
+    return replay(Path(args.dump), device=args.device, rtol=args.rtol, atol=args.atol)
+
+
 def _split_bench(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
     """``(ember options + ["bench"], bench argv)`` when the subcommand is ``bench``, else None.
 
@@ -409,6 +415,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     fe.add_argument("--url", default=None, help="repository or mirror; overrides the knob")
     fe.set_defaults(fn=cmd_artifacts_fetch)
+    rep = sub.add_parser(
+        "replay", help="re-run a call dumped at EMBER_LOGLEVEL=10 and compare its outputs"
+    )
+    rep.add_argument("dump", help="a dump directory (<EMBER_DUMP_DIR>/<api>-<pid>-<seq>)")
+    rep.add_argument(
+        "--device", default=None, help="run on this device instead of the recorded one (cuda:1)"
+    )
+    rep.add_argument("--rtol", type=float, default=None, help="float tolerance (default by dtype)")
+    rep.add_argument("--atol", type=float, default=None, help="float tolerance (default by dtype)")
+    rep.set_defaults(fn=cmd_replay)
     # NOTE: everything after `bench` goes to ember.bench unparsed (see main): one parser owns
     # the bench options, `ember bench ...` == `python -m ember.bench ...`.
     sub.add_parser(

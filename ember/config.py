@@ -24,7 +24,14 @@ from typing import Any, Generic, TypeVar, overload
 
 from ember.errors import ConfigError
 
-__all__ = ["Knob", "Knobs", "knobs", "knobs_markdown_table"]
+__all__ = [
+    "DiagnosticKnobWarning",
+    "Knob",
+    "Knobs",
+    "knobs",
+    "knobs_markdown_table",
+    "warn_diagnostic_knobs",
+]
 
 T = TypeVar("T")
 
@@ -61,6 +68,34 @@ def _parse_positive_float(env: str, raw: str) -> float:
     if not value > 0:
         raise ConfigError(f"{env}={raw!r} must be a positive number")
     return value
+
+
+def _parse_nonneg_int(env: str, raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{env}={raw!r} is not an integer; expected an integer >= 0") from None
+    if value < 0:
+        raise ConfigError(f"{env}={raw!r} must be an integer >= 0")
+    return value
+
+
+API_LOG_LEVELS = (0, 1, 3, 5, 10)
+
+
+def _parse_api_log_level(env: str, raw: str) -> int:
+    text = raw.strip()
+    if not text.isdigit() or int(text) not in API_LOG_LEVELS:
+        raise ConfigError(
+            f"{env}={raw!r} is not an API log level; expected one of "
+            f"{', '.join(map(str, API_LOG_LEVELS))} (0 off, 1 names, 3 arguments, 5 statistics, "
+            "10 dumps)"
+        )
+    return int(text)
+
+
+def _parse_patterns(env: str, raw: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in raw.split(",") if p.strip())
 
 
 def _parse_path(env: str, raw: str) -> Path:
@@ -120,6 +155,7 @@ class _Spec(Generic[T]):
     type_doc: str
     default_doc: str
     doc: str
+    diagnostic: bool
 
 
 class Knob(Generic[T]):
@@ -134,8 +170,9 @@ class Knob(Generic[T]):
         type_doc: str,
         default_doc: str,
         doc: str,
+        diagnostic: bool = False,
     ) -> None:
-        self.spec = _Spec(env, parse, default, type_doc, default_doc, doc)
+        self.spec = _Spec(env, parse, default, type_doc, default_doc, doc, diagnostic)
         self.name = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -157,6 +194,8 @@ class Knob(Generic[T]):
 
     def __set__(self, obj: Knobs, value: T) -> None:
         obj._overrides[self.name] = value
+        if self.spec.diagnostic:
+            _warn_diagnostic(self, value)
 
     def source(self, obj: Knobs) -> str:
         """Where the value in effect comes from: ``code``, ``env`` or ``default``."""
@@ -209,7 +248,8 @@ class Knobs:
     disable_cache: Knob[bool] = Knob(
         "EMBER_DISABLE_CACHE", _parse_bool, _false,
         type_doc="bool", default_doc="`0`",
-        doc="Diagnosis: build every module in a throw-away directory; the cache is not touched.",
+        doc="Build every module in a throw-away directory; the cache is not touched.",
+        diagnostic=True,
     )  # fmt: skip
     jit_verbose: Knob[bool] = Knob(
         "EMBER_JIT_VERBOSE", _parse_bool, _false,
@@ -221,6 +261,7 @@ class Knobs:
         type_doc="bool", default_doc="`0`",
         doc="Debug builds (`-G -g -O0` / `-g -O0`); part of the cache key, never mixed with"
         " optimised builds.",
+        diagnostic=True,
     )  # fmt: skip
     jit_lineinfo: Knob[bool] = Knob(
         "EMBER_JIT_LINEINFO", _parse_bool, _false,
@@ -279,6 +320,7 @@ class Knobs:
         type_doc="bool", default_doc="`0`",
         doc="Accept prebuilt modules from another ember version (mixed-version experiments only;"
         " warns on every use).",
+        diagnostic=True,
     )  # fmt: skip
     artifact_url: Knob[str | None] = Knob(
         "EMBER_ARTIFACT_URL", _parse_str, _none,
@@ -291,6 +333,7 @@ class Knobs:
         type_doc="bool", default_doc="`1`",
         doc="Check every downloaded file against the manifest's sha256. `0` is a debugging aid"
         " only and warns on every use.",
+        diagnostic=True,
     )  # fmt: skip
     download_workers: Knob[int] = Knob(
         "EMBER_DOWNLOAD_WORKERS", _parse_positive_int, lambda: 4,
@@ -307,7 +350,50 @@ class Knobs:
         "EMBER_JIT_LOGLEVEL", _parse_log_level, _none,
         type_doc="log level", default_doc="unset (the application's logging config)",
         doc="Level of the `ember.jit` logger (builds, prebuilt lookup, downloads), separate from"
-        " API call logging; set, it also prints to stderr when nothing else handles it.",
+        " API call logging (`EMBER_LOGLEVEL`, R7.8); set, it also prints to stderr when nothing"
+        " else handles it.",
+    )  # fmt: skip
+    loglevel: Knob[int] = Knob(
+        "EMBER_LOGLEVEL", _parse_api_log_level, lambda: 0,
+        type_doc="0/1/3/5/10", default_doc="`0`",
+        doc="API call logging (docs/debugging.md), read once when ember is imported: 0 off (the"
+        " public functions are the undecorated ones), 1 the API name, 3 adds argument and result"
+        " metadata, 5 adds statistics (skipped under CUDA-graph capture), 10 adds dumps. Lines"
+        " are written and flushed before the launch.",
+    )  # fmt: skip
+    logdest: Knob[str] = Knob(
+        "EMBER_LOGDEST", _parse_str, lambda: "stderr",
+        type_doc="`stderr`, `stdout` or path", default_doc="`stderr`",
+        doc="Where API log lines go; a path is appended to, `%p` in it becomes the process id.",
+    )  # fmt: skip
+    dump_dir: Knob[Path | None] = Knob(
+        "EMBER_DUMP_DIR", _parse_path, _none,
+        type_doc="path", default_doc="`<cache>/dumps`",
+        doc="Where `EMBER_LOGLEVEL=10` writes one directory per dumped call (safetensors + JSON);"
+        " `ember replay DIR` re-runs one.",
+    )  # fmt: skip
+    dump_max_count: Knob[int] = Knob(
+        "EMBER_DUMP_MAX_COUNT", _parse_nonneg_int, lambda: 32,
+        type_doc="int", default_doc="`32`",
+        doc="At most this many dumps per process; later calls are logged but not dumped.",
+    )  # fmt: skip
+    dump_max_bytes: Knob[int] = Knob(
+        "EMBER_DUMP_MAX_BYTES", _parse_nonneg_int, lambda: 1 << 30,
+        type_doc="int (bytes)", default_doc="`1073741824` (1 GiB)",
+        doc="At most this many tensor bytes dumped per process; a dump whose inputs would pass"
+        " it is skipped, one whose outputs would is kept without them.",
+    )  # fmt: skip
+    dump_include: Knob[tuple[str, ...]] = Knob(
+        "EMBER_DUMP_INCLUDE", _parse_patterns, tuple,
+        type_doc="patterns (`,`-separated)", default_doc="every API",
+        doc="Dump only APIs whose name matches one of these fnmatch patterns, e.g."
+        " `ember.rmsnorm,ember.*decode*`.",
+    )  # fmt: skip
+    dump_exclude: Knob[tuple[str, ...]] = Knob(
+        "EMBER_DUMP_EXCLUDE", _parse_patterns, tuple,
+        type_doc="patterns (`,`-separated)", default_doc="none",
+        doc="Never dump APIs whose name matches one of these fnmatch patterns; wins over"
+        " `EMBER_DUMP_INCLUDE`.",
     )  # fmt: skip
     bench_commit: Knob[str | None] = Knob(
         "EMBER_BENCH_COMMIT", _parse_str, _none,
@@ -350,11 +436,47 @@ class Knobs:
 
 knobs = Knobs()
 
+_WARNED: set[str] = set()
+
+
+class DiagnosticKnobWarning(UserWarning):
+    """A diagnostic control (R6.15) is set: fine while diagnosing, wrong as a production default."""
+
+
+def _warn_diagnostic(knob: Knob[Any], value: Any) -> None:
+    if value == knob.spec.default() or knob.spec.env in _WARNED:
+        return
+    _WARNED.add(knob.spec.env)
+    import warnings
+
+    warnings.warn(
+        f"{knob.spec.env}={value!r} is a diagnostic control (R6.15), not a production setting: "
+        f"{knob.spec.doc} Unset it once the diagnosis is done.",
+        DiagnosticKnobWarning,
+        stacklevel=3,
+    )
+
+
+def warn_diagnostic_knobs() -> list[str]:
+    """Warn (once per process and knob) for every diagnostic knob set to a non-default value.
+
+    ``import ember`` calls it; setting such a knob from code warns too. Returns the variables set.
+    """
+    found = []
+    for k in Knobs.all():
+        if k.spec.diagnostic and k.source(knobs) != "default":
+            value = getattr(knobs, k.name)
+            if value != k.spec.default():
+                found.append(k.spec.env)
+                _warn_diagnostic(k, value)
+    return found
+
 
 def knobs_markdown_table() -> str:
     """The knob table exactly as ``docs/config.md`` must carry it."""
     rows = ["| variable | type | default | meaning |", "|---|---|---|---|"]
     for k in Knobs.all():
         s = k.spec
-        rows.append(f"| `{s.env}` | {s.type_doc} | {s.default_doc} | {s.doc} |")
+        doc = f"**Diagnostic** (warns when set): {s.doc}" if s.diagnostic else s.doc
+        rows.append(f"| `{s.env}` | {s.type_doc} | {s.default_doc} | {doc} |")
     return "\n".join(rows) + "\n"

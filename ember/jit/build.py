@@ -46,12 +46,14 @@ __all__ = [
     "build",
     "build_and_load",
     "clear_memory_cache",
+    "loaded_modules",
     "resolve",
 ]
 
 logger = logging.getLogger("ember.jit")
 
 _LOADED: dict[str, Any] = {}
+_LOADED_INFO: dict[str, dict[str, Any]] = {}  # memo -> what loaded_modules() reports
 _GUARD = threading.Lock()
 _KEY_LOCKS: dict[str, threading.Lock] = {}
 
@@ -125,13 +127,36 @@ def build_and_load(spec: KernelSpec) -> Any:
     if module is not None:
         return module
     if knobs.disable_cache:
-        return _load(_build_throwaway(r))
+        module = _load(_build_throwaway(r))
+        _LOADED_INFO.setdefault(memo, _info(r))
+        return module
     with _key_lock(memo):
         module = _LOADED.get(memo)
         if module is None:
             module = _load(build(r))
             _LOADED[memo] = module
+            _LOADED_INFO[memo] = _info(r)
     return module
+
+
+def _info(r: Resolved) -> dict[str, Any]:
+    flags = r.inputs.extra_cuda_flags if r.inputs else ()
+    return {
+        "uri": r.spec.uri,
+        "key": r.key,
+        "targets": [str(a) for a in r.targets] or ["host"],
+        "debug": r.mode.debug,
+        "lineinfo": r.mode.lineinfo,
+        "extra_cuda_flags": list(flags),
+    }
+
+
+def loaded_modules() -> list[dict[str, Any]]:
+    """The modules this process loaded, in load order: uri, key, targets and build flags.
+
+    API logging records the ones loaded during a call, and dumps all of them (R6.12).
+    """
+    return list(_LOADED_INFO.values())
 
 
 def build(r: Resolved, *, prebuilt: bool = True) -> Path:
@@ -294,6 +319,7 @@ def clear_memory_cache() -> None:
     """Forget modules loaded by this process (they stay loaded; the next call re-resolves) and
     the artifact manifests it fetched."""
     _LOADED.clear()
+    _LOADED_INFO.clear()
     from ember.jit import artifacts
 
     artifacts.forget_manifests()

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
+from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 
@@ -41,6 +42,7 @@ def _module(device_type: str) -> Any:
     return build_and_load(host_spec() if device_type == "cpu" else cuda_spec())
 
 
+@api(name="ember.toy.axpy")
 def axpy(a: Any, b: Any, *, alpha: float = 1.0, out: Any = None) -> Any:
     """``out = a + alpha * b`` for 1-D contiguous float32 tensors on one device.
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,8 @@ REQUIRED = {
     "EMBER_MAX_JOBS", "EMBER_NVCC_THREADS", "EMBER_NVCC", "EMBER_NVCC_LAUNCHER",
     "EMBER_EXTRA_CUDA_FLAGS", "EMBER_PREBUILT_PATH", "EMBER_SKIP_VERSION_CHECK",
     "EMBER_ARTIFACT_URL", "EMBER_ARTIFACT_VERIFY", "EMBER_DOWNLOAD_WORKERS", "EMBER_OFFLINE",
-    "EMBER_JIT_LOGLEVEL",
+    "EMBER_JIT_LOGLEVEL", "EMBER_LOGLEVEL", "EMBER_LOGDEST", "EMBER_DUMP_DIR",
+    "EMBER_DUMP_MAX_COUNT", "EMBER_DUMP_MAX_BYTES", "EMBER_DUMP_INCLUDE", "EMBER_DUMP_EXCLUDE",
 }  # fmt: skip
 
 
@@ -59,6 +63,16 @@ def test_only_config_reads_environ() -> None:
         ("EMBER_OFFLINE", "yes", "offline", True),
         ("EMBER_JIT_LOGLEVEL", "info", "jit_loglevel", 20),
         ("EMBER_JIT_LOGLEVEL", "10", "jit_loglevel", 10),
+        ("EMBER_LOGLEVEL", "5", "loglevel", 5),
+        ("EMBER_LOGDEST", "/tmp/api-%p.log", "logdest", "/tmp/api-%p.log"),
+        ("EMBER_DUMP_MAX_COUNT", "0", "dump_max_count", 0),
+        ("EMBER_DUMP_MAX_BYTES", "4096", "dump_max_bytes", 4096),
+        (
+            "EMBER_DUMP_INCLUDE",
+            "ember.rmsnorm, ember.*decode*",
+            "dump_include",
+            ("ember.rmsnorm", "ember.*decode*"),
+        ),
     ],
 )
 def test_values_parse(
@@ -72,6 +86,9 @@ def test_values_parse(
     ("env", "raw", "attr"),
     [
         ("EMBER_DISABLE_JIT", "maybe", "disable_jit"),
+        ("EMBER_LOGLEVEL", "2", "loglevel"),
+        ("EMBER_LOGLEVEL", "debug", "loglevel"),
+        ("EMBER_DUMP_MAX_BYTES", "-1", "dump_max_bytes"),
         ("EMBER_MAX_JOBS", "many", "max_jobs"),
         ("EMBER_MAX_JOBS", "0", "max_jobs"),
         ("EMBER_NVCC_THREADS", "-2", "nvcc_threads"),
@@ -115,3 +132,84 @@ def test_artifact_defaults_are_safe() -> None:
     """Verification on, 4 workers, online, no repository: nothing downloads unless asked (R7)."""
     assert knobs.artifact_verify is True and knobs.download_workers == 4
     assert knobs.offline is False and knobs.artifact_url is None and knobs.jit_loglevel is None
+
+
+def test_api_logging_is_off_by_default_and_dumps_are_bounded() -> None:
+    """R6.2, R6.6, R6.9: level 0, stderr; dumps bounded and under the cache dir."""
+    from ember.api_dump import dump_root
+
+    assert knobs.loglevel == 0 and knobs.logdest == "stderr"
+    assert knobs.dump_max_count == 32 and knobs.dump_max_bytes == 1 << 30
+    assert knobs.dump_include == () and knobs.dump_exclude == ()
+    assert dump_root() == knobs.cache_dir / "dumps"
+
+
+DIAGNOSTIC = {
+    "EMBER_DISABLE_CACHE": "1",
+    "EMBER_JIT_DEBUG": "1",
+    "EMBER_SKIP_VERSION_CHECK": "1",
+    "EMBER_ARTIFACT_VERIFY": "0",
+}
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test sees the once-per-process warnings afresh."""
+    from ember import config
+
+    monkeypatch.setattr(config, "_WARNED", set())
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_diagnostic_knobs_are_marked_and_documented() -> None:
+    """R6.15: the controls that are diagnosis aids say so in the docs table."""
+    marked = {k.spec.env for k in Knobs.all() if k.spec.diagnostic}
+    assert marked == set(DIAGNOSTIC)
+    table = knobs_markdown_table()
+    for env in marked:
+        row = next(r for r in table.splitlines() if r.startswith(f"| `{env}` |"))
+        assert "**Diagnostic** (warns when set)" in row
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+@pytest.mark.parametrize(("env", "raw"), sorted(DIAGNOSTIC.items()))
+def test_diagnostic_knob_set_in_env_warns_once(
+    monkeypatch: pytest.MonkeyPatch, env: str, raw: str
+) -> None:
+    from ember.config import DiagnosticKnobWarning, warn_diagnostic_knobs
+
+    monkeypatch.setenv(env, raw)
+    with pytest.warns(DiagnosticKnobWarning, match=f"{env}=.* is a diagnostic control"):
+        assert warn_diagnostic_knobs() == [env]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_diagnostic_knobs() == [env]  # still set, but said once per process
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_diagnostic_knob_defaults_and_plain_knobs_do_not_warn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ember.config import DiagnosticKnobWarning, warn_diagnostic_knobs
+
+    monkeypatch.setenv("EMBER_JIT_DEBUG", "0")  # set, but to the default
+    monkeypatch.setenv("EMBER_MAX_JOBS", "3")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_diagnostic_knobs() == []
+        knobs.jit_lineinfo = True
+    with pytest.warns(DiagnosticKnobWarning, match="EMBER_JIT_DEBUG=True"):
+        knobs.jit_debug = True  # from code, too
+
+
+def test_import_warns_for_a_diagnostic_knob() -> None:
+    """``import ember`` announces a diagnostic control set in the environment (R6.15)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    code = "import ember"
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert plain.returncode == 0 and "DiagnosticKnobWarning" not in plain.stderr
+    env["EMBER_DISABLE_CACHE"] = "1"
+    diag = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert diag.returncode == 0
+    assert "DiagnosticKnobWarning: EMBER_DISABLE_CACHE=True is a diagnostic control" in diag.stderr

@@ -1,0 +1,364 @@
+"""API call logging (R6.1-R6.5, R3.15): one decorator on every public op, written before launch.
+
+``@api`` marks a public function (or the method of a plan/run class that launches) and, depending
+on ``EMBER_LOGLEVEL`` *at the time the function is decorated* (``import ember``), returns:
+
+- level 0: the function itself. No wrapper, so logging that is off costs nothing (R6.2);
+- level 1: a wrapper that writes ``[ember.api pid=P #N] <api name>`` and flushes it, then calls;
+- level 3: also one line per argument (tensors: shape, dtype, strides, device, contiguity;
+  scalars: their repr; other objects: type and a short summary), and after the call the results;
+- level 5: also statistics of floating tensors (min, max, mean over finite elements, NaN and Inf
+  counts; integers: min, max) before and after the call, skipped with a note while the current
+  CUDA stream captures a graph (R6.4, R6.5);
+- level 10: also a dump of the call (:mod:`ember.api_dump`) that ``ember replay`` re-runs.
+
+Every line of a call is written to ``EMBER_LOGDEST`` and flushed *before* the function runs, so
+the parameters of a call that kills the process survive it (R6.1). Lines go straight to the
+destination, not through :mod:`logging`, which applications reconfigure; the JIT and loader
+messages have their own logger (``ember.jit``) and level (``EMBER_JIT_LOGLEVEL``, R7.8).
+
+An op may add facts about the call (the backend or specialization it chose) with :func:`note`;
+at level 3 and above they are logged after the call and stored in its dump. Modules the JIT loads
+during a call are logged and recorded the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+from ember.config import knobs
+
+__all__ = ["REGISTRY", "api", "describe", "note", "tensor_stats"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+REGISTRY: dict[str, Callable[..., Any]] = {}
+"""API name -> the undecorated function, filled at decoration time whatever the level."""
+
+_SEQ = itertools.count(1)
+_LOCAL = threading.local()  # .stack: the calls being logged in this thread (nested public calls)
+
+
+@overload
+def api(fn: F, *, name: str | None = None) -> F: ...
+@overload
+def api(fn: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
+def api(fn: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
+    """Register ``fn`` as the public API ``name`` (default ``ember.<qualname>``) and log its
+    calls at ``EMBER_LOGLEVEL``; at level 0 ``fn`` itself is returned.
+
+    Examples
+    --------
+    >>> @api
+    ... def rmsnorm(x, weight, eps=1e-6): ...           # doctest: +SKIP
+    """
+
+    def decorate(f: F) -> F:
+        api_name = name or f"ember.{f.__qualname__}"
+        REGISTRY[api_name] = f
+        f.__ember_api__ = api_name  # type: ignore[attr-defined]
+        level = knobs.loglevel
+        if level == 0:
+            return f
+        sink = _sink(knobs.logdest)
+        if level == 1:
+            return _name_only(f, api_name, sink)
+        wrapped: F = _Logged(f, api_name, level, sink).wrapper()
+        return wrapped
+
+    return decorate if fn is None else decorate(fn)
+
+
+def note(**facts: Any) -> None:
+    """Attach facts (e.g. ``spec="decode_bf16_bf16_d128_g4"``) to the call being logged.
+
+    A no-op when no call is logged at level 3 or above in this thread.
+    """
+    stack = getattr(_LOCAL, "stack", None)
+    if stack:
+        stack[-1].notes.update(facts)
+
+
+def _name_only(f: F, api_name: str, sink: _Sink) -> F:
+    @functools.wraps(f)
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        sink.write(f"[ember.api pid={os.getpid()} #{next(_SEQ)}] {api_name}\n")
+        return f(*args, **kwargs)
+
+    return logged  # type: ignore[return-value]
+
+
+class _Call:
+    """One logged call: its tag and what the op and the JIT reported during it."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.tag = f"[ember.api pid={os.getpid()} #{seq}]"
+        self.notes: dict[str, Any] = {}
+
+
+class _Logged:
+    """The level 3+ wrapper of one function."""
+
+    def __init__(self, f: Callable[..., Any], api_name: str, level: int, sink: _Sink) -> None:
+        self.f, self.api_name, self.level, self.sink = f, api_name, level, sink
+        try:
+            self.sig: inspect.Signature | None = inspect.signature(f)
+        except (TypeError, ValueError):
+            self.sig = None
+        # NOTE: in-place ops (a trailing underscore) return nothing: their arguments are results.
+        self.inplace = f.__name__.endswith("_")
+
+    def wrapper(self) -> Any:
+        @functools.wraps(self.f)
+        def logged(*args: Any, **kwargs: Any) -> Any:
+            return self.call(args, kwargs)
+
+        return logged
+
+    def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self.sig is not None:
+            try:
+                bound = self.sig.bind(*args, **kwargs)
+            except TypeError:
+                pass  # the function itself raises the right error
+            else:
+                bound.apply_defaults()
+                return dict(bound.arguments)
+        return {"args": args, "kwargs": kwargs}
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        from ember.jit.build import loaded_modules
+
+        call = _Call(next(_SEQ))
+        stack = _LOCAL.__dict__.setdefault("stack", [])
+        tag = call.tag
+        inside = f" (inside #{stack[-1].seq})" if stack else ""
+        arguments = self.arguments(args, kwargs)
+        lines = [f"{tag} {self.api_name}{inside}"]
+        lines += [f"{tag}   {k}: {describe(v)}" for k, v in arguments.items()]
+        self.sink.write("\n".join(lines) + "\n")
+        capturing = self.level >= 5 and _capturing()
+        if self.level >= 5:
+            self.sink.write(_stats_lines(tag, arguments.items(), capturing))
+        dump = None
+        if self.level >= 10 and not stack:
+            from ember import api_dump
+
+            dump, why = api_dump.begin(
+                self.api_name, self.f, call.seq, arguments, capturing=capturing, level=self.level
+            )
+            self.sink.write(f"{tag}   {why}\n")
+        before = len(loaded_modules())
+        stack.append(call)
+        try:
+            result = self.f(*args, **kwargs)
+        except BaseException as exc:
+            self.sink.write(f"{tag}   raised {type(exc).__name__}: {exc}\n")
+            if dump is not None:
+                dump.finish_raised(exc, loaded_modules()[before:], call.notes)
+            raise
+        finally:
+            stack.pop()
+        self.sink.write(self.after(call, arguments, result, loaded_modules()[before:], capturing))
+        if dump is not None:
+            said = dump.finish(result, loaded_modules()[before:], call.notes)
+            self.sink.write(f"{tag}   {said}\n")
+        return result
+
+    def after(
+        self,
+        call: _Call,
+        arguments: dict[str, Any],
+        result: Any,
+        modules: list[dict[str, Any]],
+        capturing: bool,
+    ) -> str:
+        tag = call.tag
+        lines = [f"{tag}   -> {name}: {describe(v)}" for name, v in _parts("return", result)]
+        lines += [
+            f"{tag}   module loaded: {m['uri']} key={m['key']} targets={m['targets']}"
+            for m in modules
+        ]
+        lines += [f"{tag}   note: {k}={v!r}" for k, v in call.notes.items()]
+        text = "\n".join(lines) + "\n" if lines else ""
+        if self.level >= 5:
+            outs = [("return", result)]
+            if self.inplace:
+                outs += [(f"{k} (after)", v) for k, v in arguments.items()]
+            text += _stats_lines(tag, outs, capturing)
+        return text
+
+
+def _torch_tensor() -> type | None:
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.Tensor
+
+
+def _capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (never true without torch.cuda)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return False
+    return bool(torch.cuda.is_current_stream_capturing())
+
+
+def _tensor_text(t: Any) -> str:
+    return (
+        f"Tensor(shape={list(t.shape)}, dtype={t.dtype}, strides={list(t.stride())}, "
+        f"device={t.device}, contiguous={t.is_contiguous()})"
+    )
+
+
+def describe(value: Any, depth: int = 0) -> str:
+    """One-line metadata of an argument or result (never its tensor contents)."""
+    tensor = _torch_tensor()
+    if tensor is not None and isinstance(value, tensor):
+        return _tensor_text(value)
+    if value is None or isinstance(value, bool | int | float | complex):
+        return repr(value)
+    if isinstance(value, str | bytes):
+        text = repr(value)
+        return text if len(text) <= 120 else text[:117] + "..."
+    kind = type(value)
+    if kind.__module__ == "torch" and kind.__name__ in ("dtype", "device"):
+        return str(value)
+    if depth >= 2:
+        return kind.__name__
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        fields = ", ".join(f"{k}={describe(getattr(value, k), depth + 1)}" for k in value._fields)
+        return f"{kind.__name__}({fields})"
+    if isinstance(value, tuple | list):
+        items = [describe(v, depth + 1) for v in value[:8]]
+        more = f", ... {len(value) - 8} more" if len(value) > 8 else ""
+        return f"{kind.__name__}[{', '.join(items)}{more}]"
+    if isinstance(value, dict):
+        items = [f"{k!r}: {describe(v, depth + 1)}" for k, v in list(value.items())[:8]]
+        more = f", ... {len(value) - 8} more" if len(value) > 8 else ""
+        return "{" + ", ".join(items) + more + "}"
+    return _object_text(value)
+
+
+def _object_text(value: Any) -> str:
+    """``TypeName(attr=..., ...)`` from an object's scalar attributes (at most 8)."""
+    attrs = []
+    for k, v in getattr(value, "__dict__", {}).items():
+        if k.startswith("_"):
+            continue
+        if v is None or isinstance(v, bool | int | float | str):
+            attrs.append(f"{k}={v!r}")
+        elif type(v).__module__ == "torch" and type(v).__name__ == "device":
+            attrs.append(f"{k}={v}")
+        if len(attrs) == 8:
+            break
+    return f"{type(value).__name__}({', '.join(attrs)})"
+
+
+def _parts(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    """The result lines: ``return`` or, for a plain tuple or list, ``return.<i>`` per item."""
+    if value is None:
+        return []
+    if isinstance(value, tuple | list) and not hasattr(value, "_fields"):
+        return [(f"{prefix}.{i}", v) for i, v in enumerate(value)]
+    return [(prefix, value)]
+
+
+def _tensor_leaves(prefix: str, value: Any, depth: int = 0) -> list[tuple[str, Any]]:
+    """``(name, tensor)`` for every tensor in ``value``, through tuples, lists, NamedTuples (by
+    field) and dicts: ``return.0``, ``kv_cache.1``, ``plan.kv_indptr``."""
+    tensor = _torch_tensor()
+    if tensor is not None and isinstance(value, tensor):
+        return [(prefix, value)]
+    if depth >= 3:
+        return []
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        items: Any = ((k, getattr(value, k)) for k in value._fields)
+    elif isinstance(value, tuple | list):
+        items = enumerate(value)
+    elif isinstance(value, dict):
+        items = value.items()
+    else:
+        return []
+    return [x for k, v in items for x in _tensor_leaves(f"{prefix}.{k}", v, depth + 1)]
+
+
+def tensor_stats(t: Any) -> str:
+    """``min=.. max=.. mean=.. nan=.. inf=..`` of a tensor (floating: over finite elements)."""
+    if t.numel() == 0:
+        return "empty"
+    x = t.detach()
+    if x.is_complex():
+        return "complex: no statistics"
+    if x.is_floating_point():
+        x = x.float()
+        finite_mask = x.isfinite()
+        nan, inf = int(x.isnan().sum()), int(x.isinf().sum())
+        finite = x[finite_mask]
+        if finite.numel() == 0:
+            return f"no finite element nan={nan} inf={inf}"
+        return (
+            f"min={float(finite.min()):.6g} max={float(finite.max()):.6g} "
+            f"mean={float(finite.mean()):.6g} nan={nan} inf={inf}"
+        )
+    x = x.long()
+    return f"min={int(x.min())} max={int(x.max())}"
+
+
+def _stats_lines(tag: str, items: Any, capturing: bool) -> str:
+    names = [leaf for name, value in items for leaf in _tensor_leaves(name, value)]
+    if not names:
+        return ""
+    if capturing:
+        return f"{tag}   stats skipped: CUDA graph capture\n"
+    return "".join(f"{tag}   stats {leaf}: {tensor_stats(v)}\n" for leaf, v in names)
+
+
+class _Sink:
+    """A log destination: ``stderr``, ``stdout`` or a file appended to (``%p``: the pid)."""
+
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+        self._fd = -1
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        if self.dest in ("stderr", "stdout"):
+            stream = sys.stderr if self.dest == "stderr" else sys.stdout
+            stream.write(text)
+            stream.flush()
+            return
+        data = text.encode("utf-8", "replace")
+        with self._lock:
+            fd = self._file()
+            while data:
+                data = data[os.write(fd, data) :]
+
+    def _file(self) -> int:
+        pid = os.getpid()
+        if self._pid != pid:  # first use, or a forked child: its own file when the path has %p
+            path = Path(self.dest.replace("%p", str(pid))).expanduser()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # NOTE: O_APPEND: lines of several processes sharing one file never overwrite.
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._pid = pid
+        return self._fd
+
+
+_SINKS: dict[str, _Sink] = {}
+
+
+def _sink(dest: str) -> _Sink:
+    if dest not in _SINKS:
+        _SINKS[dest] = _Sink(dest)
+    return _SINKS[dest]
