@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 
@@ -76,6 +77,7 @@ def _gated(name: str, x: Any, out: Any) -> Any:
     return out
 
 
+@api
 def silu_and_mul(x: Any, *, out: Any = None) -> Any:
     """``silu(x[..., :d]) * x[..., d:]`` (SwiGLU's gate), computed in fp32.
 
@@ -107,11 +109,13 @@ def silu_and_mul(x: Any, *, out: Any = None) -> Any:
     return _gated("silu_and_mul", x, out)
 
 
+@api
 def gelu_and_mul(x: Any, *, out: Any = None) -> Any:
     """``gelu(x[..., :d]) * x[..., d:]`` with the exact (erf) GELU; as :func:`silu_and_mul`."""
     return _gated("gelu_and_mul", x, out)
 
 
+@api
 def gelu_tanh_and_mul(x: Any, *, out: Any = None) -> Any:
     """``gelu_tanh(x[..., :d]) * x[..., d:]`` (GELU's tanh approximation, GeGLU as in Gemma);
     as :func:`silu_and_mul`."""

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 
@@ -421,6 +422,7 @@ def _check_numbers(
     return scale, cap
 
 
+@api
 def plan_batch_decode(
     kv_indptr: Any,
     kv_indices: Any,
@@ -571,6 +573,7 @@ def _split_cache(kv_cache: Any, layout: str, fn: str = "ember.batch_decode") -> 
     return kv_cache[:, 0], kv_cache[:, 1]
 
 
+@api
 def batch_decode(
     q: Any, kv_cache: Any, plan: DecodePlan, *, out: Any = None, return_lse: bool = False
 ) -> Any:
@@ -639,6 +642,7 @@ def batch_decode(
     return (out, lse) if return_lse else out
 
 
+@api
 def single_decode(
     q: Any,
     k: Any,

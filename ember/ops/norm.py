@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 
@@ -77,6 +78,7 @@ def _functions_for_dtype(dtype: Any, fn: str) -> Any:
     return mod
 
 
+@api
 def rmsnorm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None) -> Any:
     """Root-mean-square normalisation over the last dimension.
 
@@ -131,6 +133,7 @@ def rmsnorm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None) -> Any:
     return out
 
 
+@api
 def fused_add_rmsnorm_(x: Any, residual: Any, weight: Any, eps: float = 1e-6) -> None:
     """In place: ``residual += x``, then ``x = rmsnorm(residual, weight, eps)``.
 

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
+from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 from ember.ops.decode import LAYOUTS, _split_cache, _torch
@@ -32,6 +33,7 @@ def _paged() -> Any:
     return build_and_load(paged_spec())
 
 
+@api
 def append_paged_kv_cache(  # noqa: PLR0917 (FlashInfer's signature, kept for engines)
     append_key: Any,
     append_value: Any,
@@ -88,6 +90,7 @@ def append_paged_kv_cache(  # noqa: PLR0917 (FlashInfer's signature, kept for en
     )
 
 
+@api
 def merge_states(v: Any, s: Any, *, out: Any = None, out_lse: Any = None) -> tuple[Any, Any]:
     """Combine attention partial results by their log-sum-exp.
 
@@ -114,6 +117,7 @@ def merge_states(v: Any, s: Any, *, out: Any = None, out_lse: Any = None) -> tup
     return out, out_lse
 
 
+@api
 def merge_state(v_a: Any, s_a: Any, v_b: Any, s_b: Any) -> tuple[Any, Any]:
     """Combine two attention states (``[rows, heads, dim]`` and ``[rows, heads]`` each).
 

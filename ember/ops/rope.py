@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 
@@ -111,6 +112,7 @@ def _run(  # noqa: PLR0917 (the public functions' arguments, passed through)
     return out_q, out_k
 
 
+@api
 def apply_rope(
     q: Any,
     k: Any,
@@ -164,11 +166,13 @@ def apply_rope(
     )  # fmt: skip
 
 
+@api
 def apply_rope_(q: Any, k: Any, positions: Any, **kwargs: Any) -> None:
     """:func:`apply_rope` in place (the same keywords, without ``out_q`` / ``out_k``)."""
     apply_rope(q, k, positions, out_q=q, out_k=k, **kwargs)
 
 
+@api
 def apply_rope_with_cos_sin_cache(
     q: Any,
     k: Any,
@@ -203,6 +207,7 @@ def apply_rope_with_cos_sin_cache(
     )  # fmt: skip
 
 
+@api
 def apply_rope_with_cos_sin_cache_(
     q: Any, k: Any, positions: Any, cos_sin_cache: Any, *, interleave: bool = False
 ) -> None:

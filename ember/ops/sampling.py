@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 
@@ -75,6 +76,7 @@ def _module(x: Any, fn: str) -> Any:
     return mod
 
 
+@api
 def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     """``softmax(logits / temperature)`` over the last dimension, in fp32, reading the logits once.
 
@@ -206,6 +208,7 @@ def _sample(
     return out
 
 
+@api
 def sampling_from_probs(
     probs: Any,
     *,
@@ -264,6 +267,7 @@ def sampling_from_probs(
     )  # fmt: skip
 
 
+@api
 def sampling_from_logits(
     logits: Any,
     temperature: Any = None,
@@ -292,26 +296,31 @@ def sampling_from_logits(
     )  # fmt: skip
 
 
+@api
 def top_k_sampling_from_probs(probs: Any, top_k: Any, **kwargs: Any) -> Any:
     """:func:`sampling_from_probs` with ``top_k`` (FlashInfer's name)."""
     return sampling_from_probs(probs, top_k=top_k, **kwargs)
 
 
+@api
 def top_p_sampling_from_probs(probs: Any, top_p: Any, **kwargs: Any) -> Any:
     """:func:`sampling_from_probs` with ``top_p`` (FlashInfer's name)."""
     return sampling_from_probs(probs, top_p=top_p, **kwargs)
 
 
+@api
 def min_p_sampling_from_probs(probs: Any, min_p: Any, **kwargs: Any) -> Any:
     """:func:`sampling_from_probs` with ``min_p`` (FlashInfer's name)."""
     return sampling_from_probs(probs, min_p=min_p, **kwargs)
 
 
+@api
 def top_k_top_p_sampling_from_probs(probs: Any, top_k: Any, top_p: Any, **kwargs: Any) -> Any:
     """:func:`sampling_from_probs` with ``top_k`` then ``top_p`` (FlashInfer's name)."""
     return sampling_from_probs(probs, top_k=top_k, top_p=top_p, **kwargs)
 
 
+@api
 def top_k_top_p_sampling_from_logits(
     logits: Any, top_k: Any, top_p: Any, temperature: Any = None, **kwargs: Any
 ) -> Any:
@@ -337,6 +346,7 @@ def _filter(fn: str, x: Any, *, renorm: bool, top_k: Any, top_p: Any, out: Any, 
     return out
 
 
+@api
 def top_k_renorm_probs(probs: Any, top_k: Any, *, out: Any = None, check: bool = False) -> Any:
     """The ``top_k`` largest probabilities of each row (ties at the ``k``-th value all kept),
     renormalised to sum to 1; the rest 0. ``probs``: fp32 ``[rows, vocab]``; ``top_k`` an int
@@ -353,6 +363,7 @@ def top_k_renorm_probs(probs: Any, top_k: Any, *, out: Any = None, check: bool =
     )
 
 
+@api
 def top_p_renorm_probs(probs: Any, top_p: Any, *, out: Any = None, check: bool = False) -> Any:
     """The largest probabilities whose mass first reaches ``top_p`` of the row's (ties kept
     together), renormalised to sum to 1; the rest 0. ``top_p`` a float in ``[0, 1]`` or an fp32
@@ -368,6 +379,7 @@ def top_p_renorm_probs(probs: Any, top_p: Any, *, out: Any = None, check: bool =
     )
 
 
+@api
 def top_k_mask_logits(logits: Any, top_k: Any, *, out: Any = None, check: bool = False) -> Any:
     """The ``top_k`` largest logits of each row (ties at the ``k``-th value all kept), the rest
     ``-inf``; bf16/fp16/fp32, ``out`` of the same dtype. A row with a NaN logit becomes all NaN

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 
 import ember
+from ember.api_log import REGISTRY
 from ember.bench.routines import all_routines
 from ember.jit.registry import OP_MODULES, all_specs, registered_families
 
@@ -62,3 +64,12 @@ def test_every_op_module_registers_a_family_and_specs_have_sources() -> None:
     for spec in all_specs():
         for src in spec.sources:
             assert src.is_file(), f"{spec.uri}: missing source {src}"
+
+
+def test_every_public_op_carries_the_api_decorator() -> None:
+    """R3.15/R6.1: every public op is registered by ``@api`` under ``ember.<op>`` (plan and run
+    included); at the suite's EMBER_LOGLEVEL=0 the export is the undecorated function itself."""
+    for op in PUBLIC_OPS:
+        fn = getattr(ember, op)
+        assert REGISTRY.get(f"ember.{op}") is inspect.unwrap(fn), f"{op} lacks @api"
+        assert fn.__ember_api__ == f"ember.{op}"
