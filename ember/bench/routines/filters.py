@@ -86,37 +86,54 @@ def _torch() -> Any:
     return torch
 
 
-def _sorted_keep(probs: Any, top_k: int, top_p: float, min_p: float) -> tuple[Any, Any, Any]:
-    """(sorted probabilities with the filtered-out ones zeroed, their indices, keep mask)."""
+def _sorted_keep(probs: Any, top_k: int, top_p: float, min_p: float) -> tuple[Any, Any]:
+    """(sorted probabilities with the filtered-out ones zeroed, their indices)."""
     torch = _torch()
     sorted_p, idx = probs.sort(dim=-1, descending=True)
-    keep = torch.ones_like(sorted_p, dtype=torch.bool)
+    kept = sorted_p
     if top_k:
         rank = torch.arange(sorted_p.shape[-1], device=probs.device)
-        keep &= rank < top_k
+        kept = torch.where(rank < top_k, kept, 0.0)
     if top_p < 1.0:
-        kept = sorted_p * keep
         before = kept.cumsum(-1) - kept
-        keep &= before < top_p * kept.sum(-1, keepdim=True)
+        kept = torch.where(before < top_p * kept.sum(-1, keepdim=True), kept, 0.0)
     if min_p:
-        keep &= sorted_p >= min_p * sorted_p[:, :1]
-    return sorted_p * keep, idx, keep
+        kept = torch.where(sorted_p >= min_p * sorted_p[:, :1], kept, 0.0)
+    return kept, idx
 
 
 def torch_filtered_sample(
-    x: Any, *, logits: bool, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0
+    x: Any,
+    *,
+    logits: bool,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    keep: Callable[..., tuple[Any, Any]] = _sorted_keep,
 ) -> Any:
-    """Sort, mask, ``torch.multinomial``: a filtered sampler in plain torch."""
+    """Sort, mask, ``torch.multinomial``: a filtered sampler in plain torch (``keep``: the
+    softmax-sort-mask step, compiled for the ``torch_compile`` backend)."""
     torch = _torch()
-    probs = torch.softmax(x.float(), -1) if logits else x
-    kept, idx, _ = _sorted_keep(probs, top_k, top_p, min_p)
+    kept, idx = keep(x, logits, top_k, top_p, min_p)
     return idx.gather(1, torch.multinomial(kept, 1))[:, 0]
 
 
-def torch_renorm(probs: Any, *, top_k: int = 0, top_p: float = 1.0) -> Any:
+def _softmax_keep(x: Any, logits: bool, top_k: int, top_p: float, min_p: float) -> Any:
+    torch = _torch()
+    probs = torch.softmax(x.float(), -1) if logits else x
+    return _sorted_keep(probs, top_k, top_p, min_p)
+
+
+def torch_renorm(
+    probs: Any,
+    *,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    keep: Callable[..., tuple[Any, Any]] = _sorted_keep,
+) -> Any:
     """Sort, mask, scatter back and renormalise."""
     torch = _torch()
-    kept, idx, _ = _sorted_keep(probs, top_k, top_p, 0.0)
+    kept, idx = keep(probs, top_k, top_p, 0.0)
     out = torch.zeros_like(probs).scatter_(1, idx, kept)
     return out / out.sum(-1, keepdim=True)
 
@@ -137,6 +154,19 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         dtypes="fp32",
         dtype_help="input dtype: fp32 (probabilities are fp32; logits may be bf16/fp16)",
     )
+
+
+def _finite(masked: Any) -> Any:
+    """The harness refuses non-finite outputs: compare -inf (masked) as -1e30 in fp32."""
+    return masked.float().nan_to_num(neginf=-1e30)
+
+
+def _outputs(op: Op) -> Callable[[Inputs, Any], tuple[Any, ...]]:
+    if op.kind == "sample":
+        return functools.partial(_support, op)
+    if op.kind == "mask":
+        return lambda i, r: (_finite(r),)
+    return lambda i, r: (r,)
 
 
 def _support(op: Op, inputs: Inputs, result: Any) -> tuple[Any, ...]:
@@ -166,7 +196,8 @@ def _reference(op: Op, inputs: Inputs) -> tuple[Any, ...]:
         return (torch.ones(rows, device=x.device),)
     if op.kind == "mask":
         thr = filter_threshold_ref(x.float(), mass=False, **op.params)
-        return (torch.where(x.float() >= thr[:, None], x.float(), float("-inf")).to(x.dtype),)
+        masked = torch.where(x.float() >= thr[:, None], x.float(), float("-inf")).to(x.dtype)
+        return (_finite(masked),)
     thr = filter_threshold_ref(x, **op.params)
     kept = torch.where(x >= thr[:, None], x.double(), 0.0)
     return ((kept / kept.sum(-1, keepdim=True)).float(),)
@@ -189,7 +220,7 @@ def _case(name: str, op: Op, ctx: BenchContext, shape: tuple[int, ...], dtype: s
         dtype=dtype,
         make_inputs=make_inputs,
         reference=functools.partial(_reference, op),
-        outputs=(functools.partial(_support, op) if op.kind == "sample" else lambda i, r: (r,)),
+        outputs=_outputs(op),
         nbytes=rows * vocab * in_bytes + out_bytes,
         params=dict(op.params),
         cli=("--shapes", format_shape(shape), "--dtypes", dtype),
@@ -202,12 +233,18 @@ def _case(name: str, op: Op, ctx: BenchContext, shape: tuple[int, ...], dtype: s
     )
 
 
-def _torch_fn(op: Op) -> Callable[..., Any]:
+def _torch_fn(op: Op, compiled: bool) -> Callable[..., Any]:
+    """The plain-torch op; ``compiled``: its sort-and-mask step through ``torch.compile``
+    (``torch.multinomial`` and the scatter stay eager)."""
+    torch = _torch()
     if op.kind == "sample":
-        return functools.partial(torch_filtered_sample, logits=op.logits, **op.params)
+        keep = torch.compile(_softmax_keep, dynamic=False) if compiled else _softmax_keep
+        return functools.partial(torch_filtered_sample, logits=op.logits, keep=keep, **op.params)
     if op.kind == "renorm":
-        return functools.partial(torch_renorm, **op.params)
-    return functools.partial(torch_top_k_mask, **op.params)
+        keep = torch.compile(_sorted_keep, dynamic=False) if compiled else _sorted_keep
+        return functools.partial(torch_renorm, keep=keep, **op.params)
+    mask = functools.partial(torch_top_k_mask, **op.params)
+    return torch.compile(mask, dynamic=False) if compiled else mask
 
 
 def _build(name: str, op: Op, dtype: str, backend: str, variant: str) -> Impl | Skip:
@@ -222,10 +259,9 @@ def _build(name: str, op: Op, dtype: str, backend: str, variant: str) -> Impl | 
         call = functools.partial(fn, **kwargs)
         return Impl("ember", variant, lambda i: functools.partial(call, i["x"]), ember.__version__)
     if backend in {"torch", "torch_compile"}:
-        fn = _torch_fn(op)
         if backend == "torch_compile":
             torch._dynamo.reset()
-            fn = torch.compile(fn, dynamic=False)
+        fn = _torch_fn(op, backend == "torch_compile")
         return Impl(backend, variant, lambda i: functools.partial(fn, i["x"]), torch.__version__)
     try:
         fi = importlib.import_module("flashinfer")

@@ -21,13 +21,17 @@ constexpr int kThreads = 256;
 
 template <int OP>
 __device__ __forceinline__ float activate(float x) {
+  // NOTE: fast reciprocal division (2 ulp) and exponential: an IEEE division or tanhf made silu
+  // and gelu_tanh compute-bound (3.2 TB/s on the H200 against erf-GELU's 4.1 TB/s). For x far
+  // below 0 the denominator overflows and __fdividef gives the right limit, 0 with x's sign.
   if constexpr (OP == kSilu) {
-    return x / (1.f + __expf(-x));
+    return __fdividef(x, 1.f + __expf(-x));
   } else if constexpr (OP == kGelu) {
     return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
   } else {
-    const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);  // sqrt(2/pi)
-    return 0.5f * x * (1.f + tanhf(u));
+    // 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+    const float u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x);
+    return __fdividef(x, 1.f + __expf(-u2));
   }
 }
 

@@ -318,126 +318,164 @@ __device__ __forceinline__ unsigned long long fixed_mass(float x, float scale) {
 constexpr int kBins = 256;
 
 struct RadixSmem {
-  unsigned cnt[2][kBins];  // double-buffered: a pass fills one while peers may read the other
-  unsigned long long mass[2][kBins];
-  unsigned long long warp_cnt[kBins / 32], warp_mass[kBins / 32];  // scan carries
+  // Double-buffered: a pass fills one set while peers may still read the other. A bin's mass is
+  // hi * 2^32 + lo: Hopper has no native 64-bit shared-memory atomic add (it is a CAS loop,
+  // which serialised the first version: 440 us for top-p over 128 x 128 256), so the 64-bit sum
+  // is two 32-bit atomic adds with the carry taken from the returned old value.
+  unsigned cnt[2][kBins];
+  unsigned mass_lo[2][kBins];
+  unsigned mass_hi[2][kBins];
+  unsigned long long warp_sum[kBins / 32];  // scan carries
+  unsigned long long rest[2];               // this CTA's elements in [floor, cut) (level 0)
   struct Pick {
     int bin;
     bool exact;  // the bin ends exactly at the target: all of it is kept
-    unsigned long long cnt_above, mass_above;
+    unsigned long long above;
   } pick[2];
 };
+
+__device__ __forceinline__ void add_mass(unsigned* lo, unsigned* hi, unsigned long long m) {
+  const unsigned l = static_cast<unsigned>(m);
+  const unsigned old = atomicAdd(lo, l);
+  const unsigned carry = old + l < old ? 1u : 0u;
+  const unsigned h = static_cast<unsigned>(m >> 32) + carry;
+  if (h != 0u) atomicAdd(hi, h);
+}
 
 // The threshold key (keep elements whose key is >= it) that keeps, among the elements of the row
 // whose key is >= `floor` ([lo, hi): this thread's segment; all CTAs of the cluster call in step):
 // BY_MASS = false: the `want` largest (ties at the boundary all kept; want >= 1 and at most the
-// number of such elements); BY_MASS: the largest elements whose mass first reaches ceil(ratio *
-// their total mass) (at least the largest element). WITH_MASS = false: counts only (values need not
-// be non-negative).
-template <bool WITH_MASS>
+// number of such elements); BY_MASS: the largest elements whose fixed-point mass first reaches
+// ceil(ratio * their total mass) (at least the largest element).
+//
+// Level 0 first histograms only keys >= `cut` (a bound below which a peaked row's answer
+// practically never lies: most of a vocabulary sits far below its maximum), adding the rest up
+// in registers; if the answer turns out to lie below the cut the select starts over without it.
+template <bool BY_MASS>
 __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, RadixSmem& h,
                                  int& pass, const float* v, int lo, int hi, float scale,
-                                 uint32_t floor, bool by_mass, unsigned long long want,
+                                 uint32_t floor, uint32_t cut, unsigned long long want,
                                  float ratio) {
   const int t = static_cast<int>(threadIdx.x);
   const int lane = t % 32, warp = t / 32;
-  uint32_t prefix = 0;
-  unsigned long long need = want;
-  for (int level = 0; level < 4; ++level) {
-    const int shift = 24 - 8 * level;
-    const uint32_t high = level == 0 ? 0u : ~0u << (shift + 8);
-    const int buf = pass++ & 1;
-    if (t < kBins) {
-      h.cnt[buf][t] = 0;
-      if (WITH_MASS) h.mass[buf][t] = 0;
-    }
-    if (t == 0) h.pick[buf].bin = -1;
-    __syncthreads();
-    // Runs of equal bins in a thread's segment are added once: a peaked row (most values in a
-    // few bins) would otherwise serialise on a handful of shared-memory addresses.
-    int cur = -1;
-    unsigned c = 0;
-    unsigned long long m = 0;
-    for (int i = lo; i < hi; ++i) {
-      const float x = v[i];
-      const uint32_t k = order_key(x);
-      if ((k & high) != prefix || k < floor) continue;
-      const int bin = static_cast<int>((k >> shift) & 255u);
-      if (bin != cur) {
-        if (c != 0u) {
-          atomicAdd(&h.cnt[buf][cur], c);
-          if (WITH_MASS) atomicAdd(&h.mass[buf][cur], m);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const uint32_t bound = attempt == 0 && cut > floor ? cut : floor;
+    uint32_t prefix = 0;
+    unsigned long long need = want;
+    bool retry = false;
+    for (int level = 0; level < 4; ++level) {
+      const int shift = 24 - 8 * level;
+      const uint32_t high = level == 0 ? 0u : ~0u << (shift + 8);
+      const int buf = pass++ & 1;
+      if (t < kBins) {
+        if (BY_MASS) {
+          h.mass_lo[buf][t] = 0;
+          h.mass_hi[buf][t] = 0;
+        } else {
+          h.cnt[buf][t] = 0;
         }
-        cur = bin;
-        c = 0;
-        m = 0;
       }
-      ++c;
-      if (WITH_MASS) m += fixed_mass(x, scale);
-    }
-    if (c != 0u) {
-      atomicAdd(&h.cnt[buf][cur], c);
-      if (WITH_MASS) atomicAdd(&h.mass[buf][cur], m);
-    }
-    cluster.sync();
-    // Thread t < 256 holds bin 255 - t: an inclusive scan over t runs from the largest keys down.
-    unsigned long long bc = 0, bm = 0;
-    if (t < kBins) {
-      const int bin = kBins - 1 - t;
-#pragma unroll
-      for (int r = 0; r < kSoftmaxCluster; ++r) {
-        bc += cluster.map_shared_rank(&h.cnt[buf][bin], r)[0];
-        if (WITH_MASS) bm += cluster.map_shared_rank(&h.mass[buf][bin], r)[0];
+      if (t == 0) {
+        h.pick[buf].bin = -1;
+        h.rest[buf] = 0;
       }
-    }
-    unsigned long long ic = bc, im = bm;
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-      const unsigned long long xc = __shfl_up_sync(0xffffffffu, ic, o);
-      const unsigned long long xm = __shfl_up_sync(0xffffffffu, im, o);
-      if (lane >= o) {
-        ic += xc;
-        im += xm;
-      }
-    }
-    if (t < kBins && lane == 31) {
-      h.warp_cnt[warp] = ic;
-      h.warp_mass[warp] = im;
-    }
-    __syncthreads();
-    if (t < kBins) {
-      unsigned long long total_m = 0;
-      for (int w = 0; w < kBins / 32; ++w) {
-        if (w < warp) {
-          ic += h.warp_cnt[w];
-          im += h.warp_mass[w];
+      __syncthreads();
+      // Runs of equal bins in a thread's segment are added once.
+      int cur = -1;
+      unsigned long long acc = 0, rest = 0;
+      for (int i = lo; i < hi; ++i) {
+        const float x = v[i];
+        const uint32_t k = order_key(x);
+        if (k < bound) {
+          if (level == 0 && k >= floor) rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
+          continue;
         }
-        total_m += h.warp_mass[w];
+        if ((k & high) != prefix) continue;
+        const int bin = static_cast<int>((k >> shift) & 255u);
+        if (bin != cur) {
+          if (acc != 0ull) {
+            if (BY_MASS) {
+              add_mass(&h.mass_lo[buf][cur], &h.mass_hi[buf][cur], acc);
+            } else {
+              atomicAdd(&h.cnt[buf][cur], static_cast<unsigned>(acc));
+            }
+          }
+          cur = bin;
+          acc = 0;
+        }
+        acc += BY_MASS ? fixed_mass(x, scale) : 1ull;
       }
-      if (level == 0 && by_mass) {  // the target: a share of the total mass, at least 1 unit
-        const double goal = ceil(static_cast<double>(ratio) * static_cast<double>(total_m));
-        need = goal < 1.0
-                   ? 1ull
-                   : (goal >= static_cast<double>(total_m) ? total_m
-                                                           : static_cast<unsigned long long>(goal));
+      if (acc != 0ull) {
+        if (BY_MASS) {
+          add_mass(&h.mass_lo[buf][cur], &h.mass_hi[buf][cur], acc);
+        } else {
+          atomicAdd(&h.cnt[buf][cur], static_cast<unsigned>(acc));
+        }
       }
-      const unsigned long long incl = by_mass ? im : ic, own = by_mass ? bm : bc;
-      if (incl >= need && incl - own < need && own != 0) {
-        auto& pk = h.pick[buf];
-        pk.bin = kBins - 1 - t;
-        pk.exact = incl == need;
-        pk.cnt_above = ic - bc;
-        pk.mass_above = im - bm;
+      const bool split = level == 0 && bound != floor;
+      if (split) {
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) rest += __shfl_xor_sync(0xffffffffu, rest, o);
+        if (lane == 0 && rest != 0ull) atomicAdd(&h.rest[buf], rest);  // once per warp
       }
+      cluster.sync();
+      // Thread t < 256 holds bin 255 - t: an inclusive scan over t runs from the largest keys
+      // down.
+      unsigned long long own = 0, rest_all = 0;
+      if (t < kBins) {
+        const int bin = kBins - 1 - t;
+#pragma unroll
+        for (int r = 0; r < kSoftmaxCluster; ++r) {
+          if (BY_MASS) {
+            const unsigned l = cluster.map_shared_rank(&h.mass_lo[buf][bin], r)[0];
+            const unsigned u = cluster.map_shared_rank(&h.mass_hi[buf][bin], r)[0];
+            own += (static_cast<unsigned long long>(u) << 32) + l;
+          } else {
+            own += cluster.map_shared_rank(&h.cnt[buf][bin], r)[0];
+          }
+          if (split) rest_all += cluster.map_shared_rank(&h.rest[buf], r)[0];
+        }
+      }
+      unsigned long long incl = own;
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const unsigned long long x = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += x;
+      }
+      if (t < kBins && lane == 31) h.warp_sum[warp] = incl;
+      __syncthreads();
+      if (t < kBins) {
+        unsigned long long total = 0;
+        for (int w = 0; w < kBins / 32; ++w) {
+          if (w < warp) incl += h.warp_sum[w];
+          total += h.warp_sum[w];
+        }
+        if (level == 0 && BY_MASS) {  // the target: a share of the total mass, at least 1 unit
+          const unsigned long long all = total + rest_all;
+          const double goal = ceil(static_cast<double>(ratio) * static_cast<double>(all));
+          need = goal < 1.0
+                     ? 1ull
+                     : (goal >= static_cast<double>(all) ? all
+                                                         : static_cast<unsigned long long>(goal));
+        }
+        if (incl >= need && incl - own < need && own != 0ull) {
+          auto& pk = h.pick[buf];
+          pk.bin = kBins - 1 - t;
+          pk.exact = incl == need;
+          pk.above = incl - own;
+        }
+      }
+      __syncthreads();
+      const RadixSmem::Pick pk = h.pick[buf];
+      if (pk.bin < 0) {  // the answer lies below the cut (level 0 only): start over without it
+        retry = true;
+        break;
+      }
+      prefix |= static_cast<uint32_t>(pk.bin) << shift;
+      need -= pk.above;
+      if (pk.exact || level == 3) return prefix > floor ? prefix : floor;
     }
-    __syncthreads();
-    const RadixSmem::Pick pk = h.pick[buf];
-    if (pk.bin < 0) break;  // (not reached: the scan always crosses the target)
-    prefix |= static_cast<uint32_t>(pk.bin) << shift;
-    need -= by_mass ? pk.mass_above : pk.cnt_above;
-    if (pk.exact || level == 3) {
-      return prefix > floor ? prefix : floor;
-    }
+    if (!retry) break;
   }
   return floor;
 }
@@ -538,19 +576,17 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const float scale = has_mass ? kMassScale / mass_max : 0.f;
   uint32_t tau = 0;  // keep everything
   int pass = 0;
+  // The first histogram covers values >= max * 2^-16 (see radix_select).
+  const uint32_t cut =
+      MODE != kMaskLogits && has_mass ? order_key(mass_max * 1.52587890625e-05f) : 0u;
   if (use_k) {
-    if constexpr (MODE == kMaskLogits) {
-      tau = radix_select<false>(cluster, hist, pass, chunk_smem, lo, hi, 0.f, 0u, false,
-                                static_cast<unsigned long long>(k), 0.f);
-    } else {
-      tau = radix_select<true>(cluster, hist, pass, chunk_smem, lo, hi, scale, 0u, false,
-                               static_cast<unsigned long long>(k), 0.f);
-    }
+    tau = radix_select<false>(cluster, hist, pass, chunk_smem, lo, hi, scale, 0u, cut,
+                              static_cast<unsigned long long>(k), 0.f);
   }
   if constexpr (MODE != kMaskLogits) {
     if (use_p) {
-      const uint32_t key_p = radix_select<true>(cluster, hist, pass, chunk_smem, lo, hi, scale, tau,
-                                                true, 0ull, top_p);
+      const uint32_t key_p =
+          radix_select<true>(cluster, hist, pass, chunk_smem, lo, hi, scale, tau, cut, 0ull, top_p);
       tau = max(tau, key_p);
     }
     if (use_min) tau = max(tau, order_key(fminf(min_p, 1.f) * mass_max));
