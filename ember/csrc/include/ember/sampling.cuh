@@ -473,7 +473,8 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       }
       prefix |= static_cast<uint32_t>(pk.bin) << shift;
       need -= pk.above;
-      if (pk.exact || level == 3) return prefix > floor ? prefix : floor;
+      // (an exact bin ends at its lowest key, which may lie under the cut: keep >= the bound)
+      if (pk.exact || level == 3) return prefix > bound ? prefix : bound;
     }
     if (!retry) break;
   }
