@@ -1,0 +1,121 @@
+"""A NumPy model of the sampling filters' radix select (``radix_select`` in
+ember/csrc/include/ember/sampling.cuh; one CTA stands for the cluster), checked against the exact
+kept-set reference (``ember.testing.reference.filter_threshold_ref``) on random rows: peaked and
+flat, zeros, ties, top-k/top-p/min-p combined, and the first pass's cut with its retry.
+
+    python tools/radix_emulate.py [--trials 300]   # prints the mismatches and retries seen
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ember.testing.reference import filter_threshold_ref
+
+RETRIES: list[int] = []
+
+
+def order_key(x: np.ndarray) -> np.ndarray:
+    b = x.view(np.uint32).astype(np.uint64)
+    return np.where(b & 0x80000000, (~b) & 0xFFFFFFFF, b | 0x80000000).astype(np.uint64)
+
+
+@dataclass
+class Query:
+    floor: int
+    cut: int
+    by_mass: bool
+    want: int = 0
+    ratio: float = 0.0
+
+
+def select(v: np.ndarray, scale: np.float32, qy: Query) -> int:
+    k = order_key(v)
+    q = np.trunc(v * scale).astype(np.uint64) if qy.by_mass else np.ones_like(k)
+    for attempt in range(2):
+        bound = qy.cut if attempt == 0 and qy.cut > qy.floor else qy.floor
+        prefix, need, retry = 0, qy.want, False
+        for level in range(4):
+            shift = 24 - 8 * level
+            high = 0 if level == 0 else (0xFFFFFFFF << (shift + 8)) & 0xFFFFFFFF
+            sel = (k >= bound) & ((k & high) == prefix)
+            below = (k < bound) & (k >= qy.floor)
+            rest = int(q[below].sum()) if level == 0 and bound != qy.floor else 0
+            bins = ((k[sel] >> shift) & 255).astype(np.int64)
+            sums = [int(q[sel][bins == b].sum()) for b in range(256)]
+            own = sums[::-1]  # thread t holds bin 255 - t
+            incl = list(itertools.accumulate(own))
+            if level == 0 and qy.by_mass:
+                everything = incl[-1] + rest
+                goal = math.ceil(float(np.float32(qy.ratio)) * float(everything))
+                need = 1 if goal < 1 else min(goal, everything)
+            pick = None
+            for t in range(256):
+                if incl[t] >= need and incl[t] - own[t] < need and own[t] != 0:
+                    pick = (255 - t, incl[t] == need, incl[t] - own[t])
+            if pick is None:
+                retry = True
+                RETRIES.append(1)
+                break
+            prefix |= pick[0] << shift
+            need -= pick[2]
+            if pick[1] or level == 3:
+                return max(prefix, bound)
+        if not retry:
+            break
+    return qy.floor
+
+
+def threshold_key(v: np.ndarray, top_k: int, top_p: float, min_p: float) -> int:
+    m = np.float32(v.max())
+    if not m > 0:
+        return 0
+    scale = np.float32(np.float32(2.0**40) / m)
+    cut = int(order_key(np.array([m * np.float32(1.52587890625e-05)], dtype=np.float32))[0])
+    tau = 0
+    if 0 < top_k < v.size:
+        tau = select(v, scale, Query(0, cut, False, want=top_k))
+    if top_p < 1:
+        tau = max(tau, select(v, scale, Query(tau, cut, True, ratio=top_p)))
+    if min_p > 0:
+        m_thr = np.array([np.float32(min(min_p, 1)) * m], dtype=np.float32)
+        tau = max(tau, int(order_key(m_thr)[0]))
+    return tau
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=300)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    bad = 0
+    for trial in range(args.trials):
+        n = int(rng.integers(10, 3000))
+        sharp = float(rng.choice([0.1, 1, 4, 8]))
+        x = torch.softmax(torch.tensor(rng.standard_normal(n) * sharp, dtype=torch.float32), -1)
+        if trial % 7 == 0:
+            x[rng.integers(0, n, 5)] = 0
+        if trial % 11 == 0:
+            x = torch.round(x * 50) / 50  # ties (and all-zero rows)
+        v = x.numpy().astype(np.float32)
+        top_k = int(rng.integers(0, n + 2))
+        top_p = float(rng.choice([0.0, 0.3, 0.9, 0.999, 1.0, float(rng.random())]))
+        min_p = float(rng.choice([0, 0.05, 0.5]))
+        tau = threshold_key(v, top_k, top_p, min_p)
+        kept = order_key(v) >= tau
+        thr = filter_threshold_ref(x[None], top_k=top_k, top_p=top_p, min_p=min_p)[0]
+        if not np.array_equal(kept, (x >= thr).numpy()):
+            bad += 1
+            print("mismatch", trial, n, sharp, top_k, top_p, min_p)
+    print(f"{args.trials} rows: {bad} mismatches, {len(RETRIES)} retries past the cut")
+    raise SystemExit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
