@@ -46,7 +46,12 @@ def sampling_spec(dtype: str) -> KernelSpec:
     ops = CSRC_DIR / "ops"
     return KernelSpec(
         uri=f"sampling_{dtype}",
-        sources=(ops / "sampling.cc", ops / "sampling.cu"),
+        sources=(
+            ops / "sampling.cc",
+            ops / "sampling.cu",
+            ops / "sampling_filter_logits.cu",
+            ops / "sampling_filter_probs.cu",
+        ),
         archs=("sm90+",),
         cflags=(f"-DEMBER_SAMPLING_DL_CODE={code}", f"-DEMBER_SAMPLING_DL_BITS={bits}"),
         cuda_cflags=(f"-DEMBER_SAMPLING_DTYPE={ctype}",),

@@ -67,6 +67,9 @@ struct FilterParams {
 // among the kept elements (inverse CDF over the row held in a cluster's shared memory;
 // reproducible for a given (seed, offset)).
 cudaError_t filter(const FilterParams& p, FilterMode mode, cudaStream_t stream);
+// The two halves of `filter`, one translation unit each (built in parallel).
+cudaError_t filter_logits(const FilterParams& p, FilterMode mode, cudaStream_t stream);
+cudaError_t filter_probs(const FilterParams& p, FilterMode mode, cudaStream_t stream);
 
 }  // namespace sampling
 }  // namespace ember
