@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ember._version import __version__
 from ember.config import knobs
@@ -354,6 +355,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return replay(Path(args.dump), device=args.device, rtol=args.rtol, atol=args.atol)
 
 
+def cmd_trace_generate(args: argparse.Namespace) -> int:
+    """Write one flashinfer-bench definition per (public op, example) to ``--out`` (R3.16)."""
+    from ember.trace import write_definitions
+
+    written = write_definitions(args.out)
+    for stale in sorted(set(args.out.glob("*.json")) - set(written)):
+        stale.unlink()
+        print(f"removed {stale} (no template generates it)")
+    print(f"wrote {len(written)} definitions to {args.out}")
+    return 0
+
+
+def cmd_trace_check(args: argparse.Namespace) -> int:
+    """Exit 1, listing why, when a template or a committed definition is out of sync (R8.11)."""
+    from ember.trace.check import trace_problems
+
+    problems = trace_problems(args.dir)
+    for line in problems:
+        print(line)
+    print(f"{len(problems)} problem(s)" if problems else "trace templates and definitions agree")
+    return 1 if problems else 0
+
+
 def _split_bench(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
     """``(ember options + ["bench"], bench argv)`` when the subcommand is ``bench``, else None.
 
@@ -363,6 +387,18 @@ def _split_bench(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
         if not word.startswith("-"):
             return ([*argv[:i], word], list(argv[i + 1 :])) if word == "bench" else None
     return None
+
+
+def _add_trace_parser(sub: Any) -> None:
+    """``ember trace generate|check`` (R3.16, R8.11)."""
+    tr = sub.add_parser("trace", help="trace templates and flashinfer-bench definitions")
+    tsub = tr.add_subparsers(dest="trace_command", required=True)
+    tg = tsub.add_parser("generate", help="write definitions/<name>.json for every public op")
+    tg.add_argument("--out", type=Path, default=Path("definitions"), help="default: definitions")
+    tg.set_defaults(fn=cmd_trace_generate)
+    tc = tsub.add_parser("check", help="templates agree with the API; definitions are current")
+    tc.add_argument("--dir", type=Path, default=Path("definitions"), help="default: definitions")
+    tc.set_defaults(fn=cmd_trace_check)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -425,6 +461,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--rtol", type=float, default=None, help="float tolerance (default by dtype)")
     rep.add_argument("--atol", type=float, default=None, help="float tolerance (default by dtype)")
     rep.set_defaults(fn=cmd_replay)
+    _add_trace_parser(sub)
     # NOTE: everything after `bench` goes to ember.bench unparsed (see main): one parser owns
     # the bench options, `ember bench ...` == `python -m ember.bench ...`.
     sub.add_parser(

@@ -395,6 +395,17 @@ class Knobs:
         doc="Never dump APIs whose name matches one of these fnmatch patterns; wins over"
         " `EMBER_DUMP_INCLUDE`.",
     )  # fmt: skip
+    trace_dump: Knob[bool] = Knob(
+        "EMBER_TRACE_DUMP", _parse_bool, _false,
+        type_doc="bool", default_doc="`0`",
+        doc="Read at `import ember`: every traced op appends one flashinfer-bench workload record"
+        " per distinct binding of its var axes to `EMBER_TRACE_DIR` (off: no wrapper, no cost).",
+    )  # fmt: skip
+    trace_dir: Knob[Path | None] = Knob(
+        "EMBER_TRACE_DIR", _parse_path, _none,
+        type_doc="path", default_doc="`<cache>/traces`",
+        doc="Where `EMBER_TRACE_DUMP=1` writes `workloads/<op_type>/<definition>.jsonl`.",
+    )  # fmt: skip
     bench_commit: Knob[str | None] = Knob(
         "EMBER_BENCH_COMMIT", _parse_str, _none,
         type_doc="string", default_doc="`git rev-parse` of the checkout, else the version",

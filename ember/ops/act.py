@@ -14,6 +14,8 @@ from typing import Any
 from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
+from ember.trace import trace
+from ember.trace.dense import GELU_AND_MUL, GELU_TANH_AND_MUL, SILU_AND_MUL
 
 __all__ = ["act_spec", "gelu_and_mul", "gelu_tanh_and_mul", "silu_and_mul"]
 
@@ -77,6 +79,7 @@ def _gated(name: str, x: Any, out: Any) -> Any:
     return out
 
 
+@trace(SILU_AND_MUL)
 @api
 def silu_and_mul(x: Any, *, out: Any = None) -> Any:
     """``silu(x[..., :d]) * x[..., d:]`` (SwiGLU's gate), computed in fp32.
@@ -109,12 +112,14 @@ def silu_and_mul(x: Any, *, out: Any = None) -> Any:
     return _gated("silu_and_mul", x, out)
 
 
+@trace(GELU_AND_MUL)
 @api
 def gelu_and_mul(x: Any, *, out: Any = None) -> Any:
     """``gelu(x[..., :d]) * x[..., d:]`` with the exact (erf) GELU; as :func:`silu_and_mul`."""
     return _gated("gelu_and_mul", x, out)
 
 
+@trace(GELU_TANH_AND_MUL)
 @api
 def gelu_tanh_and_mul(x: Any, *, out: Any = None) -> Any:
     """``gelu_tanh(x[..., :d]) * x[..., d:]`` (GELU's tanh approximation, GeGLU as in Gemma);

@@ -28,6 +28,8 @@ from typing import Any, NamedTuple
 from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
+from ember.trace import trace
+from ember.trace.attention import BATCH_DECODE, SINGLE_DECODE
 
 __all__ = [
     "LAYOUTS",
@@ -573,6 +575,7 @@ def _split_cache(kv_cache: Any, layout: str, fn: str = "ember.batch_decode") -> 
     return kv_cache[:, 0], kv_cache[:, 1]
 
 
+@trace(BATCH_DECODE)
 @api
 def batch_decode(
     q: Any, kv_cache: Any, plan: DecodePlan, *, out: Any = None, return_lse: bool = False
@@ -642,6 +645,7 @@ def batch_decode(
     return (out, lse) if return_lse else out
 
 
+@trace(SINGLE_DECODE)
 @api
 def single_decode(
     q: Any,

@@ -13,6 +13,8 @@ from typing import Any
 from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
+from ember.trace import trace
+from ember.trace.dense import FUSED_ADD_RMSNORM, RMSNORM
 
 __all__ = ["DTYPES", "fused_add_rmsnorm_", "norm_spec", "plan_for", "rmsnorm"]
 
@@ -78,6 +80,7 @@ def _functions_for_dtype(dtype: Any, fn: str) -> Any:
     return mod
 
 
+@trace(RMSNORM)
 @api
 def rmsnorm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None) -> Any:
     """Root-mean-square normalisation over the last dimension.
@@ -133,6 +136,7 @@ def rmsnorm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None) -> Any:
     return out
 
 
+@trace(FUSED_ADD_RMSNORM)
 @api
 def fused_add_rmsnorm_(x: Any, residual: Any, weight: Any, eps: float = 1e-6) -> None:
     """In place: ``residual += x``, then ``x = rmsnorm(residual, weight, eps)``.

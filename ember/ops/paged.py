@@ -16,6 +16,8 @@ from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
 from ember.ops.decode import LAYOUTS, _split_cache, _torch
+from ember.trace import trace
+from ember.trace.attention import APPEND_PAGED_KV_CACHE, MERGE_STATE, MERGE_STATES
 
 __all__ = ["append_paged_kv_cache", "merge_state", "merge_states", "paged_spec"]
 
@@ -33,6 +35,7 @@ def _paged() -> Any:
     return build_and_load(paged_spec())
 
 
+@trace(APPEND_PAGED_KV_CACHE)
 @api
 def append_paged_kv_cache(  # noqa: PLR0917 (FlashInfer's signature, kept for engines)
     append_key: Any,
@@ -90,6 +93,7 @@ def append_paged_kv_cache(  # noqa: PLR0917 (FlashInfer's signature, kept for en
     )
 
 
+@trace(MERGE_STATES)
 @api
 def merge_states(v: Any, s: Any, *, out: Any = None, out_lse: Any = None) -> tuple[Any, Any]:
     """Combine attention partial results by their log-sum-exp.
@@ -117,6 +121,7 @@ def merge_states(v: Any, s: Any, *, out: Any = None, out_lse: Any = None) -> tup
     return out, out_lse
 
 
+@trace(MERGE_STATE)
 @api
 def merge_state(v_a: Any, s_a: Any, v_b: Any, s_b: Any) -> tuple[Any, Any]:
     """Combine two attention states (``[rows, heads, dim]`` and ``[rows, heads]`` each).

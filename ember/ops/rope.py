@@ -18,6 +18,8 @@ from typing import Any
 from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
+from ember.trace import trace
+from ember.trace.dense import APPLY_ROPE, APPLY_ROPE_, APPLY_ROPE_COS_SIN, APPLY_ROPE_COS_SIN_
 
 __all__ = [
     "apply_rope",
@@ -112,6 +114,7 @@ def _run(  # noqa: PLR0917 (the public functions' arguments, passed through)
     return out_q, out_k
 
 
+@trace(APPLY_ROPE)
 @api
 def apply_rope(
     q: Any,
@@ -166,12 +169,14 @@ def apply_rope(
     )  # fmt: skip
 
 
+@trace(APPLY_ROPE_)
 @api
 def apply_rope_(q: Any, k: Any, positions: Any, **kwargs: Any) -> None:
     """:func:`apply_rope` in place (the same keywords, without ``out_q`` / ``out_k``)."""
     apply_rope(q, k, positions, out_q=q, out_k=k, **kwargs)
 
 
+@trace(APPLY_ROPE_COS_SIN)
 @api
 def apply_rope_with_cos_sin_cache(
     q: Any,
@@ -207,6 +212,7 @@ def apply_rope_with_cos_sin_cache(
     )  # fmt: skip
 
 
+@trace(APPLY_ROPE_COS_SIN_)
 @api
 def apply_rope_with_cos_sin_cache_(
     q: Any, k: Any, positions: Any, cos_sin_cache: Any, *, interleave: bool = False

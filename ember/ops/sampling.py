@@ -14,6 +14,20 @@ from typing import Any
 from ember.api_log import api
 from ember.jit import KernelSpec, build_and_load, register
 from ember.jit.workspace import CSRC_DIR
+from ember.trace import trace
+from ember.trace.sampling import (
+    MIN_P_SAMPLING_FROM_PROBS,
+    SAMPLING_FROM_LOGITS,
+    SAMPLING_FROM_PROBS,
+    SOFTMAX,
+    TOP_K_MASK_LOGITS,
+    TOP_K_RENORM_PROBS,
+    TOP_K_SAMPLING_FROM_PROBS,
+    TOP_K_TOP_P_SAMPLING_FROM_LOGITS,
+    TOP_K_TOP_P_SAMPLING_FROM_PROBS,
+    TOP_P_RENORM_PROBS,
+    TOP_P_SAMPLING_FROM_PROBS,
+)
 
 __all__ = [
     "min_p_sampling_from_probs",
@@ -81,6 +95,7 @@ def _module(x: Any, fn: str) -> Any:
     return mod
 
 
+@trace(SOFTMAX)
 @api
 def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     """``softmax(logits / temperature)`` over the last dimension, in fp32, reading the logits once.
@@ -213,6 +228,7 @@ def _sample(
     return out
 
 
+@trace(SAMPLING_FROM_PROBS)
 @api
 def sampling_from_probs(
     probs: Any,
@@ -272,6 +288,7 @@ def sampling_from_probs(
     )  # fmt: skip
 
 
+@trace(SAMPLING_FROM_LOGITS)
 @api
 def sampling_from_logits(
     logits: Any,
@@ -301,30 +318,35 @@ def sampling_from_logits(
     )  # fmt: skip
 
 
+@trace(TOP_K_SAMPLING_FROM_PROBS)
 @api
 def top_k_sampling_from_probs(probs: Any, top_k: Any, **kwargs: Any) -> Any:
     """:func:`sampling_from_probs` with ``top_k`` (FlashInfer's name)."""
     return sampling_from_probs(probs, top_k=top_k, **kwargs)
 
 
+@trace(TOP_P_SAMPLING_FROM_PROBS)
 @api
 def top_p_sampling_from_probs(probs: Any, top_p: Any, **kwargs: Any) -> Any:
     """:func:`sampling_from_probs` with ``top_p`` (FlashInfer's name)."""
     return sampling_from_probs(probs, top_p=top_p, **kwargs)
 
 
+@trace(MIN_P_SAMPLING_FROM_PROBS)
 @api
 def min_p_sampling_from_probs(probs: Any, min_p: Any, **kwargs: Any) -> Any:
     """:func:`sampling_from_probs` with ``min_p`` (FlashInfer's name)."""
     return sampling_from_probs(probs, min_p=min_p, **kwargs)
 
 
+@trace(TOP_K_TOP_P_SAMPLING_FROM_PROBS)
 @api
 def top_k_top_p_sampling_from_probs(probs: Any, top_k: Any, top_p: Any, **kwargs: Any) -> Any:
     """:func:`sampling_from_probs` with ``top_k`` then ``top_p`` (FlashInfer's name)."""
     return sampling_from_probs(probs, top_k=top_k, top_p=top_p, **kwargs)
 
 
+@trace(TOP_K_TOP_P_SAMPLING_FROM_LOGITS)
 @api
 def top_k_top_p_sampling_from_logits(
     logits: Any, top_k: Any, top_p: Any, temperature: Any = None, **kwargs: Any
@@ -351,6 +373,7 @@ def _filter(fn: str, x: Any, *, renorm: bool, top_k: Any, top_p: Any, out: Any, 
     return out
 
 
+@trace(TOP_K_RENORM_PROBS)
 @api
 def top_k_renorm_probs(probs: Any, top_k: Any, *, out: Any = None, check: bool = False) -> Any:
     """The ``top_k`` largest probabilities of each row (ties at the ``k``-th value all kept),
@@ -368,6 +391,7 @@ def top_k_renorm_probs(probs: Any, top_k: Any, *, out: Any = None, check: bool =
     )
 
 
+@trace(TOP_P_RENORM_PROBS)
 @api
 def top_p_renorm_probs(probs: Any, top_p: Any, *, out: Any = None, check: bool = False) -> Any:
     """The largest probabilities whose mass first reaches ``top_p`` of the row's (ties kept
@@ -384,6 +408,7 @@ def top_p_renorm_probs(probs: Any, top_p: Any, *, out: Any = None, check: bool =
     )
 
 
+@trace(TOP_K_MASK_LOGITS)
 @api
 def top_k_mask_logits(logits: Any, top_k: Any, *, out: Any = None, check: bool = False) -> Any:
     """The ``top_k`` largest logits of each row (ties at the ``k``-th value all kept), the rest
