@@ -25,8 +25,13 @@ __all__ = [
 ]
 
 _EXPORT = re.compile(r"TVM_FFI_DLL_EXPORT_TYPED_FUNC\(\s*(\w+)\s*,")
-# `mod.name(` or `_getter().name(`: a call into a loaded module.
-_CALL = re.compile(r"\b(?:mod|_\w+\(\))\.(\w+)\(")
+# `mod.name`, `_getter(...).name` or `getattr(mod, "name")`: a function of a loaded module; and
+# act's `_gated("name", ...)`, which looks its export up by that name (`_torch()` is torch).
+_CALL = re.compile(
+    r"\b(?:mod|_(?!torch\b)\w+\([^()]*\))\.(\w+)\b"
+    r"|getattr\((?:mod|_(?!torch\b)\w+\([^()]*\)),\s*\"(\w+)\"\)"
+    r"|\b_gated\(\s*\"(\w+)\""
+)
 
 
 def binding_exports(sources: Iterable[Path]) -> set[str]:
@@ -36,7 +41,7 @@ def binding_exports(sources: Iterable[Path]) -> set[str]:
 
 def module_calls(source: str) -> set[str]:
     """The module functions a Python source calls (``mod.<name>(`` / ``_getter().<name>(``)."""
-    return set(_CALL.findall(source))
+    return {name for groups in _CALL.findall(source) for name in groups if name}
 
 
 def export_problems(calls: Mapping[str, set[str]], exports: Mapping[str, set[str]]) -> list[str]:

@@ -1,4 +1,7 @@
-"""The layers agree (R8.4, R8.15): registry, op modules, public API, bench routines, docs."""
+"""The one sync test (R3.14-R3.17, R8.4, R8.11, R8.15): the spec registry, the binding exports,
+the Python calls into modules, ``ember.__all__``, the trace templates, the bench routines, the
+docs' API list and the committed definitions agree; the last tests show that removing an export,
+renaming an argument or editing a reference without regenerating makes it fail."""
 
 from __future__ import annotations
 
@@ -10,6 +13,16 @@ import ember
 from ember.api_log import REGISTRY
 from ember.bench.routines import all_routines
 from ember.jit.registry import OP_MODULES, all_specs, registered_families
+from ember.trace.check import (
+    binding_exports,
+    definition_problems,
+    export_problems,
+    module_calls,
+    signature_problems,
+    trace_problems,
+)
+from ember.trace.dense import RMSNORM
+from ember.trace.templates import EXEMPT, TEMPLATES
 
 REPO = Path(__file__).resolve().parents[2]
 # public op -> (family registered for precompile, bench routine)
@@ -73,3 +86,82 @@ def test_every_public_op_carries_the_api_decorator() -> None:
         fn = getattr(ember, op)
         assert REGISTRY.get(f"ember.{op}") is inspect.unwrap(fn), f"{op} lacks @api"
         assert fn.__ember_api__ == f"ember.{op}"
+
+
+# --- exports, trace templates, definitions (R3.14-R3.17, R8.4, R8.11, R8.15) ----------------
+
+
+def _calls_and_exports() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Per op module: the module functions its Python calls, and what its specs' bindings
+    export (``TVM_FFI_DLL_EXPORT_TYPED_FUNC``)."""
+    calls, exports = {}, {}
+    for family, gen in registered_families().items():
+        module = importlib.import_module(gen.__module__)
+        where = gen.__module__
+        calls[where] = module_calls(Path(module.__file__).read_text())
+        exports[where] = binding_exports(src for spec in gen() for src in spec.sources)
+        assert exports[where], f"{family}: its specs export nothing"
+    return calls, exports
+
+
+def test_every_module_call_is_a_binding_export() -> None:
+    calls, exports = _calls_and_exports()
+    assert sum(map(len, calls.values())) >= 10  # the regex still sees the calls
+    assert export_problems(calls, exports) == []
+
+
+def test_trace_templates_agree_with_the_api_and_definitions_are_current() -> None:
+    """Every public op has a template whose inputs name its parameters and whose reference takes
+    them; plan_batch_decode is the one exemption; definitions/ is what `ember trace generate`
+    writes now (regenerated into a temp dir and diffed)."""
+    assert set(EXEMPT) == {"plan_batch_decode"}
+    assert {t.op for t in TEMPLATES} | set(EXEMPT) == set(PUBLIC_OPS)
+    assert trace_problems(REPO / "definitions") == []
+
+
+def test_docs_list_every_public_op_and_the_guide_names_the_sync_test() -> None:
+    guide = (REPO / "docs" / "adding-a-kernel.md").read_text()
+    assert "tests/unit/test_sync.py" in guide
+    assert "ember trace generate" in guide
+    assert "docs/adding-a-kernel.md" in (REPO / "README.md").read_text()
+
+
+def test_sync_fails_when_an_export_is_removed() -> None:
+    calls, exports = _calls_and_exports()
+    exports["ember.ops.norm"] = exports["ember.ops.norm"] - {"fused_add_rmsnorm"}
+    problems = export_problems(calls, exports)
+    assert len(problems) == 1
+    assert "ember.ops.norm calls mod.fused_add_rmsnorm()" in problems[0]
+
+
+def test_sync_fails_when_an_argument_is_renamed() -> None:
+    def rmsnorm(inp, weight, eps=1e-6, *, out=None):  # `x` renamed to `inp`
+        return inp
+
+    problems = signature_problems("rmsnorm", rmsnorm, RMSNORM, {})
+    assert any("trace input 'x' is not a parameter of ember.rmsnorm" in p for p in problems)
+    assert any("required parameter 'inp' is not a trace input" in p for p in problems)
+
+
+def test_sync_fails_when_a_reference_is_edited_without_regenerating(tmp_path) -> None:
+    import json
+
+    from ember.trace import write_definitions
+
+    write_definitions(tmp_path)
+    assert definition_problems(REPO / "definitions", tmp_path) == []
+    path = tmp_path / "rmsnorm_h4096.json"
+    d = json.loads(path.read_text())
+    d["reference"] = d["reference"].replace("+ eps", "+ 2 * eps")  # the edited reference
+    path.write_text(json.dumps(d, indent=2) + "\n")
+    problems = definition_problems(REPO / "definitions", tmp_path)
+    assert problems == [
+        "rmsnorm_h4096.json: differs from the regenerated definition; run `ember trace generate`"
+        " and commit definitions/ (R3.16)"
+    ]
+    path.unlink()
+    problems = definition_problems(REPO / "definitions", tmp_path)
+    assert problems == [
+        "rmsnorm_h4096.json: no template generates it; run `ember trace generate` and commit"
+        " definitions/ (R3.16)"
+    ]
