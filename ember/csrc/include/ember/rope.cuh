@@ -18,7 +18,7 @@
 namespace ember {
 namespace rope {
 
-constexpr int kMaxThreads = 256;
+constexpr int kMaxThreads = 1024;
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
@@ -45,6 +45,10 @@ __device__ __forceinline__ float inv_freq(const Params& p, int i) {
   return f * p.inv_scale;
 }
 
+#ifndef EMBER_ROPE_PREFETCH
+#define EMBER_ROPE_PREFETCH 1  // NOTE: 0 = the b2a2be8 kernel (loads after the position), for A/B
+#endif
+
 template <typename T, int PAIRS, bool INTERLEAVE>
 __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
   const int64_t token = blockIdx.x;
@@ -52,7 +56,32 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
   const int chunks = half / PAIRS;  // per head
   const int c = threadIdx.x % chunks;
   const int heads_per_pass = blockDim.x / chunks;
+  const int total = p.q.heads + p.k.heads;
+  // A thread's accesses: NeoX: PAIRS elements at `c` of each half; GPT-J: 2 * PAIRS at `c`.
+  constexpr bool kElementwise = INTERLEAVE && PAIRS == 1;  // unaligned GPT-J rows
+  using V = Vec<T, INTERLEAVE ? 2 * PAIRS : PAIRS>;
+  auto row_in = [&](int h) {
+    const Heads& hs = h < p.q.heads ? p.q : p.k;
+    const int hh = h < p.q.heads ? h : h - p.q.heads;
+    return static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
+  };
+  auto row_out = [&](int h) {
+    const Heads& hs = h < p.q.heads ? p.q : p.k;
+    const int hh = h < p.q.heads ? h : h - p.q.heads;
+    return static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
+  };
+  auto load = [&](int h, V& x1, V& x2) {
+    const T* in = row_in(h);
+    x1 = reinterpret_cast<const V*>(in)[c];
+    if constexpr (!INTERLEAVE) x2 = reinterpret_cast<const V*>(in + half)[c];
+  };
   pdl_wait();
+  // The first head's data does not depend on the position: its loads go out before the
+  // position's (and the cos/sin row's), so a token costs two memory round trips, not three.
+  int h = static_cast<int>(threadIdx.x) / chunks;
+  V x1{}, x2{};
+  const bool prefetched = EMBER_ROPE_PREFETCH && !kElementwise && h < total;
+  if (prefetched) load(h, x1, x2);
   const int64_t pos = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[token]
                                       : static_cast<const int32_t*>(p.positions)[token];
   const bool in_range = pos >= 0 && (!p.has_cache || pos < p.cos_sin_rows);
@@ -71,40 +100,36 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
       sincosf(static_cast<float>(pos) * inv_freq(p, i), &sn[j], &cs[j]);
     }
   }
-  const int total = p.q.heads + p.k.heads;
   if (in_range) {
-    for (int h = static_cast<int>(threadIdx.x) / chunks; h < total; h += heads_per_pass) {
-      const Heads& hs = h < p.q.heads ? p.q : p.k;
-      const int hh = h < p.q.heads ? h : h - p.q.heads;
-      const T* in =
-          static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
-      T* out = static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
-      if constexpr (INTERLEAVE && PAIRS == 1) {  // unaligned rows: element by element
+    for (bool have = prefetched; h < total; h += heads_per_pass, have = false) {
+      T* out = row_out(h);
+      if constexpr (kElementwise) {
+        const T* in = row_in(h);
         const float a = to_float(in[2 * c]), b = to_float(in[2 * c + 1]);
         out[2 * c] = from_float<T>(a * cs[0] - b * sn[0]);
         out[2 * c + 1] = from_float<T>(b * cs[0] + a * sn[0]);
-      } else if constexpr (INTERLEAVE) {
-        const Vec<T, 2 * PAIRS> x = reinterpret_cast<const Vec<T, 2 * PAIRS>*>(in)[c];
-        Vec<T, 2 * PAIRS> y;
-#pragma unroll
-        for (int j = 0; j < PAIRS; ++j) {
-          const float a = to_float(x.v[2 * j]), b = to_float(x.v[2 * j + 1]);
-          y.v[2 * j] = from_float<T>(a * cs[j] - b * sn[j]);
-          y.v[2 * j + 1] = from_float<T>(b * cs[j] + a * sn[j]);
-        }
-        reinterpret_cast<Vec<T, 2 * PAIRS>*>(out)[c] = y;
       } else {
-        const Vec<T, PAIRS> x1 = reinterpret_cast<const Vec<T, PAIRS>*>(in)[c];
-        const Vec<T, PAIRS> x2 = reinterpret_cast<const Vec<T, PAIRS>*>(in + half)[c];
-        Vec<T, PAIRS> y1, y2;
+        if (!have) load(h, x1, x2);
+        if constexpr (INTERLEAVE) {
+          V y;
 #pragma unroll
-        for (int j = 0; j < PAIRS; ++j) {
-          const float a = to_float(x1.v[j]), b = to_float(x2.v[j]);
-          y1.v[j] = from_float<T>(a * cs[j] - b * sn[j]);
-          y2.v[j] = from_float<T>(b * cs[j] + a * sn[j]);
+          for (int j = 0; j < PAIRS; ++j) {
+            const float a = to_float(x1.v[2 * j]), b = to_float(x1.v[2 * j + 1]);
+            y.v[2 * j] = from_float<T>(a * cs[j] - b * sn[j]);
+            y.v[2 * j + 1] = from_float<T>(b * cs[j] + a * sn[j]);
+          }
+          reinterpret_cast<V*>(out)[c] = y;
+        } else {
+          V y1, y2;
+#pragma unroll
+          for (int j = 0; j < PAIRS; ++j) {
+            const float a = to_float(x1.v[j]), b = to_float(x2.v[j]);
+            y1.v[j] = from_float<T>(a * cs[j] - b * sn[j]);
+            y2.v[j] = from_float<T>(b * cs[j] + a * sn[j]);
+          }
+          reinterpret_cast<V*>(out)[c] = y1;
+          reinterpret_cast<V*>(out + half)[c] = y2;
         }
-        reinterpret_cast<Vec<T, PAIRS>*>(out)[c] = y1;
-        reinterpret_cast<Vec<T, PAIRS>*>(out + half)[c] = y2;
       }
     }
   }
@@ -125,8 +150,13 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
 
 template <typename T, int PAIRS, bool INTERLEAVE>
 cudaError_t launch_pairs(const Params& p, cudaStream_t stream) {
+  // One pass over all of a token's heads where they fit in a block (32 + 8 heads of d128 bf16:
+  // 320 threads), so no thread has a second, dependent round of loads.
   const int chunks = p.rotary_dim / 2 / PAIRS;
-  const int threads = chunks >= kMaxThreads ? chunks : kMaxThreads / chunks * chunks;
+  const int total = p.q.heads + p.k.heads;
+  const int heads_per_block =
+      EMBER_ROPE_PREFETCH ? max(min(kMaxThreads / chunks, total), 1) : max(256 / chunks, 1);
+  const int threads = heads_per_block * chunks;
   return launch_kernel<rope_kernel<T, PAIRS, INTERLEAVE>>(dim3(static_cast<unsigned>(p.tokens)),
                                                           dim3(static_cast<unsigned>(threads)), 0,
                                                           stream, p.pdl, p.device, p);
