@@ -12,6 +12,11 @@ timeout 120 python3 -m pytest -q -x tests/ops/test_sampling_filters.py tests/ops
 for op in top_p_sampling_from_probs top_k_top_p_sampling_from_logits top_k_sampling_from_probs top_p_renorm_probs top_k_mask_logits; do
   bench $op 30 $op --backends ember --shapes 128x128256,1x128256
 done
+echo "== A/B: survivor list for radix levels 2-3 (-DEMBER_FILTER_COMPACT=1)"
+EMBER_EXTRA_CUDA_FLAGS=-DEMBER_FILTER_COMPACT=1 timeout 90 python3 -m pytest -q -x tests/ops/test_sampling_filters.py -p no:cacheprovider > $OUT/tests_compact.txt 2>&1; echo "tests (compact) rc $?"; grep -E "passed|failed|^E " $OUT/tests_compact.txt | head -8
+for op in top_p_sampling_from_probs top_k_top_p_sampling_from_logits; do
+  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_FILTER_COMPACT=1 bench ${op}_compact 40 $op --backends ember --shapes 128x128256,1x128256
+done
 bench softmax 30 softmax --backends ember,torch --shapes 128x128256
 bench rope 40 rope --backends ember --shapes 8192x32x8x128
 bench rope_small 40 rope --backends ember --shapes 1x32x8x128,64x32x8x128 --timing cuda_graph

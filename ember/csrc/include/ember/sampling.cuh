@@ -317,6 +317,12 @@ __device__ __forceinline__ unsigned long long fixed_mass(float x, float scale) {
 
 constexpr int kBins = 256;
 
+#ifndef EMBER_FILTER_COMPACT
+#define EMBER_FILTER_COMPACT 0  // NOTE: 1 = gather level 1's survivors for levels 2-3 (A/B)
+#endif
+// Capacity of the per-CTA survivor list (4 KB: 3 CTAs of 64 KB rows still fit an SM).
+constexpr int kSurvivors = 1024;
+
 struct RadixSmem {
   // Double-buffered: a pass fills one set while peers may still read the other. A bin's mass is
   // hi * 2^32 + lo: Hopper has no native 64-bit shared-memory atomic add (it is a CAS loop,
@@ -327,6 +333,10 @@ struct RadixSmem {
   unsigned mass_hi[2][kBins];
   unsigned long long warp_sum[kBins / 32];  // scan carries
   unsigned long long rest[2];               // this CTA's elements in [floor, cut) (level 0)
+#if EMBER_FILTER_COMPACT
+  float survivors[kSurvivors];  // the values level 1 histogrammed, for levels 2 and 3
+  int n_survivors;
+#endif
   struct Pick {
     int bin;
     bool exact;  // the bin ends exactly at the target: all of it is kept
@@ -378,38 +388,90 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       if (t == 0) {
         h.pick[buf].bin = -1;
         h.rest[buf] = 0;
+#if EMBER_FILTER_COMPACT
+        if (level == 1) h.n_survivors = 0;
+#endif
       }
       __syncthreads();
-      // Runs of equal bins in a thread's segment are added once.
-      int cur = -1;
-      unsigned long long acc = 0, rest = 0;
-      for (int i = lo; i < hi; ++i) {
-        const float x = v[i];
-        const uint32_t k = order_key(x);
-        if (k < bound) {
-          if (level == 0 && k >= floor) rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
-          continue;
+      unsigned long long rest = 0;  // level 0: the mass (or count) of [floor, bound)
+#if EMBER_FILTER_COMPACT
+      // Levels 2 and 3 walk the list level 1 gathered (when it fit) instead of the whole chunk:
+      // a peaked row's chosen level-0 bin holds a few dozen of a CTA's 16 000 values.
+      if (level >= 2 && h.n_survivors <= kSurvivors) {
+        for (int i = t; i < h.n_survivors; i += kSoftmaxThreads) {
+          const float x = h.survivors[i];
+          const uint32_t k = order_key(x);
+          if ((k & high) != prefix) continue;
+          const int bin = static_cast<int>((k >> shift) & 255u);
+          if (BY_MASS) {
+            add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
+          } else {
+            atomicAdd(&h.cnt[buf][bin], 1u);
+          }
         }
-        if ((k & high) != prefix) continue;
-        const int bin = static_cast<int>((k >> shift) & 255u);
-        if (bin != cur) {
-          if (acc != 0ull) {
-            if (BY_MASS) {
-              add_mass(&h.mass_lo[buf][cur], &h.mass_hi[buf][cur], acc);
-            } else {
-              atomicAdd(&h.cnt[buf][cur], static_cast<unsigned>(acc));
+      } else if (level == 1) {
+        // The whole segment, every lane the same number of steps so the warp can vote: each
+        // value level 1 histograms is also appended to the survivor list (one atomic a warp).
+        int steps = hi - lo;
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, o));
+        for (int j = 0; j < steps; ++j) {
+          const int i = lo + j;
+          const float x = i < hi ? v[i] : 0.f;
+          const uint32_t k = order_key(x);
+          const bool match = i < hi && k >= bound && (k & high) == prefix;
+          const unsigned votes = __ballot_sync(0xffffffffu, match);
+          if (votes != 0u) {
+            const int leader = __ffs(votes) - 1;
+            int base = 0;
+            if (lane == leader) base = atomicAdd(&h.n_survivors, __popc(votes));
+            base = __shfl_sync(0xffffffffu, base, leader);
+            const int at = base + __popc(votes & ((1u << lane) - 1u));
+            if (match) {
+              if (at < kSurvivors) h.survivors[at] = x;
+              const int bin = static_cast<int>((k >> shift) & 255u);
+              if (BY_MASS) {
+                add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
+              } else {
+                atomicAdd(&h.cnt[buf][bin], 1u);
+              }
             }
           }
-          cur = bin;
-          acc = 0;
         }
-        acc += BY_MASS ? fixed_mass(x, scale) : 1ull;
-      }
-      if (acc != 0ull) {
-        if (BY_MASS) {
-          add_mass(&h.mass_lo[buf][cur], &h.mass_hi[buf][cur], acc);
-        } else {
-          atomicAdd(&h.cnt[buf][cur], static_cast<unsigned>(acc));
+      } else
+#endif
+      {
+        // Runs of equal bins in a thread's segment are added once.
+        int cur = -1;
+        unsigned long long acc = 0;
+        for (int i = lo; i < hi; ++i) {
+          const float x = v[i];
+          const uint32_t k = order_key(x);
+          if (k < bound) {
+            if (level == 0 && k >= floor) rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
+            continue;
+          }
+          if ((k & high) != prefix) continue;
+          const int bin = static_cast<int>((k >> shift) & 255u);
+          if (bin != cur) {
+            if (acc != 0ull) {
+              if (BY_MASS) {
+                add_mass(&h.mass_lo[buf][cur], &h.mass_hi[buf][cur], acc);
+              } else {
+                atomicAdd(&h.cnt[buf][cur], static_cast<unsigned>(acc));
+              }
+            }
+            cur = bin;
+            acc = 0;
+          }
+          acc += BY_MASS ? fixed_mass(x, scale) : 1ull;
+        }
+        if (acc != 0ull) {
+          if (BY_MASS) {
+            add_mass(&h.mass_lo[buf][cur], &h.mass_hi[buf][cur], acc);
+          } else {
+            atomicAdd(&h.cnt[buf][cur], static_cast<unsigned>(acc));
+          }
         }
       }
       const bool split = level == 0 && bound != floor;
