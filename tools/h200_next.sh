@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The first H200 call after the session-6 changes, in one call (device tool, `.whl` carried;
-# output under $OUT; at most ~9.5 minutes: run it with timeout_s 600): issue 5's short check (filter v2, activations v2, compile
-# split), issue 6's GPU half (tools/h200_apilog.py), issue 7's GPU tests (trace references
-# against the ops, the tutorial kernel). Each step is bounded so one hang cannot eat the call.
+# output under $OUT; at most ~9.5 minutes, so run it with timeout_s 600): issue 5's short check
+# (filters v2 and the survivor-list A/B, activations v2, RoPE v2 and its A/B, the compile split),
+# issue 6's GPU half (tools/h200_apilog.py), issue 7's GPU tests (trace references against the
+# ops, the tutorial kernel). Each step is bounded so one hang cannot eat the call.
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next.sh
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
