@@ -44,6 +44,11 @@ REGISTRY: dict[str, Callable[..., Any]] = {}
 """API name -> the undecorated function, filled at decoration time whatever the level."""
 
 _SEQ = itertools.count(1)
+# NOTE: the pid, cached (os.getpid() is a system call, 0.2 us a call, and the level-1 wrapper's
+# whole budget is 2 us); a forked child refreshes it.
+_PID = [os.getpid()]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 _LOCAL = threading.local()  # .stack: the calls being logged in this thread (nested public calls)
 
 
@@ -90,7 +95,7 @@ def note(**facts: Any) -> None:
 def _name_only(f: F, api_name: str, sink: _Sink) -> F:
     @functools.wraps(f)
     def logged(*args: Any, **kwargs: Any) -> Any:
-        sink.write(f"[ember.api pid={os.getpid()} #{next(_SEQ)}] {api_name}\n")
+        sink.write(f"[ember.api pid={_PID[0]} #{next(_SEQ)}] {api_name}\n")
         return f(*args, **kwargs)
 
     return logged  # type: ignore[return-value]
@@ -101,7 +106,7 @@ class _Call:
 
     def __init__(self, seq: int) -> None:
         self.seq = seq
-        self.tag = f"[ember.api pid={os.getpid()} #{seq}]"
+        self.tag = f"[ember.api pid={_PID[0]} #{seq}]"
         self.notes: dict[str, Any] = {}
 
 
@@ -339,20 +344,20 @@ class _Sink:
             stream.flush()
             return
         data = text.encode("utf-8", "replace")
-        with self._lock:
-            fd = self._file()
-            while data:
-                data = data[os.write(fd, data) :]
+        fd = self._fd if self._pid == _PID[0] else self._file()
+        while data:
+            data = data[os.write(fd, data) :]
 
     def _file(self) -> int:
-        pid = os.getpid()
-        if self._pid != pid:  # first use, or a forked child: its own file when the path has %p
-            path = Path(self.dest.replace("%p", str(pid))).expanduser()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # NOTE: O_APPEND: lines of several processes sharing one file never overwrite.
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            self._pid = pid
-        return self._fd
+        with self._lock:
+            pid = _PID[0]
+            if self._pid != pid:  # first use, or a forked child: its own file with %p
+                path = Path(self.dest.replace("%p", str(pid))).expanduser()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # NOTE: O_APPEND: lines of several processes sharing one file never overwrite.
+                self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._pid = pid
+            return self._fd
 
 
 _SINKS: dict[str, _Sink] = {}
