@@ -1,11 +1,13 @@
-// Softmax with temperature, one pass over the logits (sm_90+). Framework-free (R3.1, R3.2).
+// The sampling family's device code (sm_90+): softmax with temperature, and sampling /
+// renormalisation / masking under top-k, top-p and min-p filters. Framework-free (R3.1, R3.2).
 //
-// A row is split over a thread-block cluster of kSoftmaxCluster CTAs. Each CTA loads its chunk
-// once into shared memory (as fp32, divided by the row's temperature), reduces its max, and the
-// cluster exchanges the CTAs' maxima through distributed shared memory; then the same for the
-// sum of exponentials, which each CTA keeps in shared memory; finally each CTA writes its chunk
-// of probabilities. The logits are read once and the probabilities written once: no second pass
-// over a row that does not fit in L2.
+// Every kernel here holds a row in the shared memory of one thread-block cluster of
+// kSoftmaxCluster CTAs, loaded once; the CTAs exchange partial results (maxima, sums, histograms)
+// through distributed shared memory. Softmax: each CTA loads its chunk (as fp32, divided by the
+// row's temperature), reduces its max, and the cluster exchanges the CTAs' maxima; then the same
+// for the sum of exponentials, which each CTA keeps in shared memory; finally each CTA writes
+// its chunk of probabilities. The logits are read once and the probabilities written once: no
+// second pass over a row that does not fit in L2. The filters: "thresholds without sorting".
 #pragma once
 
 #include <cooperative_groups.h>
