@@ -4,8 +4,8 @@ The filters keep, per row: top-k the ``k`` largest values (ties at the ``k``-th 
 ``k <= 0`` or ``>= vocab``: off); top-p then the largest kept probabilities whose mass first
 reaches ``top_p`` of the kept mass (``>= 1``: off); min-p the probabilities ``>= min_p * max``.
 ember's kernel measures the top-p mass in 40-bit fixed point (``ember.testing.reference.
-filter_threshold_ref`` is its exact model); these references use fp32 sums, which agree except
-on a mass that lands within rounding of ``top_p``. Samplers are stochastic (tag
+filter_threshold_ref`` is its exact model); these references sum in fp64, which agrees with it
+except on a mass within ~1e-9 of ``top_p`` times the row's. Samplers are stochastic (tag
 ``stochastic``): a reference draws with ``torch.multinomial`` from the kept set, so compare the
 support, not the token.
 """
@@ -76,7 +76,7 @@ def top_p_sampling_from_probs_ref(probs: Any, top_p: Any) -> Any:
 
     p = probs.float()
     s = p.sort(dim=-1, descending=True).values
-    cum = s.cumsum(dim=-1)
+    cum = s.double().cumsum(dim=-1)
     need = top_p.float()[:, None] * cum[:, -1:]
     idx = torch.searchsorted(cum, need).clamp(max=p.shape[-1] - 1)
     keep = (top_p[:, None] >= 1.0) | (p >= s.gather(1, idx))
@@ -92,7 +92,7 @@ def top_k_top_p_sampling_from_probs_ref(probs: Any, top_k: Any, top_p: Any) -> A
     kth = s.gather(1, top_k.long().clamp(1, vocab)[:, None] - 1)
     keep = ~((top_k > 0) & (top_k < vocab))[:, None] | (p >= kth)
     s = torch.where(s >= torch.where(keep, p, float("inf")).min(-1, keepdim=True).values, s, 0.0)
-    cum = s.cumsum(dim=-1)
+    cum = s.double().cumsum(dim=-1)
     idx = torch.searchsorted(cum, top_p.float()[:, None] * cum[:, -1:]).clamp(max=vocab - 1)
     keep &= (top_p[:, None] >= 1.0) | (p >= s.gather(1, idx))
     return torch.multinomial(torch.where(keep, p, 0.0), 1)[:, 0].to(torch.int32)
@@ -109,7 +109,7 @@ def top_k_top_p_sampling_from_logits_ref(
     kth = s.gather(1, top_k.long().clamp(1, vocab)[:, None] - 1)
     keep = ~((top_k > 0) & (top_k < vocab))[:, None] | (p >= kth)
     s = torch.where(s >= torch.where(keep, p, float("inf")).min(-1, keepdim=True).values, s, 0.0)
-    cum = s.cumsum(dim=-1)
+    cum = s.double().cumsum(dim=-1)
     idx = torch.searchsorted(cum, top_p.float()[:, None] * cum[:, -1:]).clamp(max=vocab - 1)
     keep &= (top_p[:, None] >= 1.0) | (p >= s.gather(1, idx))
     return torch.multinomial(torch.where(keep, p, 0.0), 1)[:, 0].to(torch.int32)
@@ -133,7 +133,7 @@ def top_p_renorm_probs_ref(probs: Any, top_p: Any) -> Any:
 
     p = probs.float()
     s = p.sort(dim=-1, descending=True).values
-    cum = s.cumsum(dim=-1)
+    cum = s.double().cumsum(dim=-1)
     idx = torch.searchsorted(cum, top_p.float()[:, None] * cum[:, -1:]).clamp(max=p.shape[-1] - 1)
     keep = (top_p[:, None] >= 1.0) | (p >= s.gather(1, idx))
     kept = torch.where(keep, p, 0.0)
