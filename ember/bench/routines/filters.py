@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from ember.bench.case import Case, Impl, Inputs, Skip, format_shape, itemsize, torch_dtype
 from ember.bench.routines import Work, routine
-from ember.bench.routines.common import each_case, int_shapes, shape_arguments
+from ember.bench.routines.common import each_case
+from ember.bench.routines.sampling import row_arguments
 
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
@@ -145,15 +146,7 @@ def torch_top_k_mask(logits: Any, *, top_k: int) -> Any:
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    shape_arguments(
-        p,
-        shapes=int_shapes(2, "sampling", "RxV"),
-        default="128x128256,1x128256",
-        meaning="RxV: rows x vocabulary",
-        dtypes="fp32",
-        dtype_help="input dtype: fp32 (probabilities are fp32; logits may be bf16/fp16)",
-    )
+_arguments = row_arguments("input dtype: fp32 (probabilities are fp32; logits may be bf16/fp16)")
 
 
 def _finite(masked: Any) -> Any:

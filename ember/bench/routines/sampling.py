@@ -31,7 +31,7 @@ from ember.bench.routines.common import each_case, int_shapes, shape_arguments
 if TYPE_CHECKING:
     from ember.bench.harness import BenchContext
 
-__all__ = ["sampling_from_probs", "softmax", "torch_softmax"]
+__all__ = ["row_arguments", "sampling_from_probs", "softmax", "torch_softmax"]
 
 SOFTMAX = "softmax"
 _BACKENDS = {
@@ -167,15 +167,21 @@ SAMPLE = "sampling_from_probs"
 _SAMPLE_BACKENDS = {"ember": ("default",), "torch": ("default",), "flashinfer": ("default",)}
 
 
-def _sample_arguments(p: argparse.ArgumentParser) -> None:
-    shape_arguments(
-        p,
-        shapes=int_shapes(2, "sampling", "RxV"),
-        default="128x128256,1x128256",
-        meaning="RxV: rows x vocabulary",
-        dtypes="fp32",
-        dtype_help="probabilities dtype: fp32",
-    )
+def row_arguments(dtype_help: str) -> Callable[[argparse.ArgumentParser], None]:
+    """The options of the per-row sampling routines (this one and the filters'):
+    ``--shapes RxV`` (default 128 and 1 rows of Llama-3's vocabulary) and ``--dtypes``."""
+
+    def arguments(p: argparse.ArgumentParser) -> None:
+        shape_arguments(
+            p,
+            shapes=int_shapes(2, "sampling", "RxV"),
+            default="128x128256,1x128256",
+            meaning="RxV: rows x vocabulary",
+            dtypes="fp32",
+            dtype_help=dtype_help,
+        )
+
+    return arguments
 
 
 def _sample_case(ctx: BenchContext, shape: tuple[int, ...], dtype: str) -> Case:
@@ -236,7 +242,7 @@ def _sample_impl(backend: str, variant: str) -> Impl | Skip:
     SAMPLE,
     help="one token per row from probabilities",
     backends=_SAMPLE_BACKENDS,
-    arguments=_sample_arguments,
+    arguments=row_arguments("probabilities dtype: fp32"),
 )
 def sampling_from_probs(ctx: BenchContext, args: argparse.Namespace) -> Iterator[Work]:
     """Every selected backend at every shape."""
