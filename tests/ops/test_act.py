@@ -20,7 +20,9 @@ DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 OPS = ["silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"]
 # (tokens, d): decode and prefill sizes, model widths (Llama-3 14336, Qwen 18944), odd widths
 # that take the one-element path, a width of one.
-SHAPES = [(1, 14336), (7, 11008), (64, 14336), (300, 4096), (3, 1), (5, 7), (33, 1000), (2, 18944)]
+# (2053, 4096) and (1024, 14336): at least 2^20 16-byte accesses, the large-problem kernels
+SHAPES = [(1, 14336), (7, 11008), (64, 14336), (300, 4096), (3, 1), (5, 7), (33, 1000), (2, 18944),
+          (2053, 4096), (1024, 14336)]
 
 
 def reference(op: str, x: torch.Tensor) -> torch.Tensor:
@@ -64,6 +66,16 @@ def test_strided_rows_and_unaligned_views(op: str) -> None:
     check(op, base[:, 1 : 2 * 1000 + 1])  # starts 2 bytes in: the one-element path
     out = torch.full((40, 2 * 1024), float("nan"), device="cuda").to(torch.bfloat16)
     check(op, base[:, : 2 * 1000], out=out[:, 3:1003])  # an unaligned, strided output
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_large_strided_rows(op: str) -> None:
+    # the large-problem kernels with row strides on both sides (a column slice of a wider x, an
+    # output with padded rows): the padding must stay untouched
+    base = torch.randn(1100, 2 * 4096 + 64, device="cuda").to(torch.bfloat16)
+    out = torch.full((1100, 4096 + 8), float("nan"), device="cuda").to(torch.bfloat16)
+    check(op, base[:, : 2 * 4096], out=out[:, :4096])
+    assert torch.isnan(out[:, 4096:]).all(), "the output's row padding was written"
 
 
 def test_large_prefill_batch() -> None:

@@ -87,6 +87,29 @@ def test_computed_angles(dtype, interleave, tokens, hq, hk, dim, rot):  # noqa: 
     close(ok, reference(k, pos, rot, interleave, freqs=f), computed=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("interleave", [False, True])
+@pytest.mark.parametrize(("tokens", "hq", "hk"), [(1500, 32, 8), (1031, 5, 2), (2048, 64, 8)])
+def test_many_tokens_cache_in_place_and_out_of_place(dtype, interleave, tokens, hq, hk):
+    # >= 1024 tokens: the large-problem kernel (several heads a thread, some threads past the
+    # last head); in place on views of a fused qkv, and out of place into poisoned outputs
+    qkv = torch.randn(tokens, hq + 2 * hk, 128, device="cuda").to(dtype)
+    q, k = qkv[:, :hq], qkv[:, hq : hq + hk]
+    pos = torch.randint(0, 4096, (tokens,), device="cuda", dtype=torch.int32)
+    cache = cos_sin_cache(4096, 128, device="cuda")
+    want_q = reference(q, pos, 128, interleave, cache=cache)
+    want_k = reference(k, pos, 128, interleave, cache=cache)
+    oq, ok = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
+    ember.apply_rope_with_cos_sin_cache(q, k, pos, cache, interleave=interleave, out_q=oq, out_k=ok)
+    close(oq, want_q)
+    close(ok, want_k)
+    v_before = qkv[:, hq + hk :].clone()
+    ember.apply_rope_with_cos_sin_cache_(q, k, pos, cache, interleave=interleave)
+    close(q, want_q)
+    close(k, want_k)
+    assert torch.equal(qkv[:, hq + hk :], v_before), "v must not be touched"
+
+
 @pytest.mark.parametrize("interleave", [False, True])
 def test_cache_in_place_with_int64_positions_and_strided_heads(interleave):
     qkv = torch.randn(64, 32 + 8 + 8, 128, device="cuda").to(torch.bfloat16)

@@ -40,6 +40,35 @@ struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
 
+#ifndef EMBER_ACT_FLAT
+#define EMBER_ACT_FLAT 0  // NOTE: 1 = large problems on the flat grid below (A/B, issue 5)
+#endif
+#ifndef EMBER_ACT_FLAT_VPT
+#define EMBER_ACT_FLAT_VPT 2
+#endif
+#ifndef EMBER_ACT_STREAM
+#define EMBER_ACT_STREAM 0  // NOTE: 1 = evict-first loads and stores (ld/st .cs)
+#endif
+
+template <typename P, bool STREAM>
+__device__ __forceinline__ P load_pack(const P* src) {
+  if constexpr (STREAM) {
+    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(src));
+    return *reinterpret_cast<const P*>(&v);
+  } else {
+    return *src;
+  }
+}
+
+template <typename P, bool STREAM>
+__device__ __forceinline__ void store_pack(P* dst, const P& v) {
+  if constexpr (STREAM) {
+    __stcs(reinterpret_cast<uint4*>(dst), *reinterpret_cast<const uint4*>(&v));
+  } else {
+    *dst = v;
+  }
+}
+
 // NOTE: every load of a thread is issued before its first store (the x and out pointers could
 // alias as far as the compiler knows, so a load-compute-store loop would serialize them).
 template <typename T, int OP, int VEC, int VPT>
@@ -50,14 +79,15 @@ __global__ void __launch_bounds__(kThreads) act_kernel(Params p) {
   const int64_t nvec = p.d / VEC;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads * VPT + threadIdx.x;
   using P = Pack<T, VEC>;
+  constexpr bool kStream = EMBER_ACT_STREAM && VEC * sizeof(T) == 16;
   P g[VPT], u[VPT];
   pdl_wait();
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     const int64_t i = first + k * kThreads;
     if (i < nvec) {
-      g[k] = reinterpret_cast<const P*>(x)[i];
-      u[k] = reinterpret_cast<const P*>(x + p.d)[i];
+      g[k] = load_pack<P, kStream>(reinterpret_cast<const P*>(x) + i);
+      u[k] = load_pack<P, kStream>(reinterpret_cast<const P*>(x + p.d) + i);
     }
   }
   pdl_launch_dependents();
@@ -70,7 +100,47 @@ __global__ void __launch_bounds__(kThreads) act_kernel(Params p) {
       for (int j = 0; j < VEC; ++j) {
         o.v[j] = from_float<T>(activate<OP>(to_float(g[k].v[j])) * to_float(u[k].v[j]));
       }
-      reinterpret_cast<P*>(out)[i] = o;
+      store_pack<P, kStream>(reinterpret_cast<P*>(out) + i, o);
+    }
+  }
+}
+
+// The large-problem form: the (row, 16-byte column) accesses of the whole problem numbered in
+// one flat range (fewer than 2^31), VPT per thread a block-stride apart, so every block is full
+// and consecutive blocks stream consecutive memory (no partial column block per row).
+template <typename T, int OP, int VPT, bool STREAM>
+__global__ void __launch_bounds__(kThreads) act_flat_kernel(Params p) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  using P = Pack<T, kVec>;
+  const uint32_t nvec = static_cast<uint32_t>(p.d / kVec);
+  const uint32_t total = static_cast<uint32_t>(p.rows) * nvec;
+  const uint32_t first = blockIdx.x * (kThreads * VPT) + threadIdx.x;
+  const T* x = static_cast<const T*>(p.x);
+  T* out = static_cast<T*>(p.out);
+  P g[VPT], u[VPT];
+  pdl_wait();
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const uint32_t i = first + k * kThreads;
+    if (i < total) {
+      const uint32_t row = i / nvec, col = i - row * nvec;
+      const P* src = reinterpret_cast<const P*>(x + row * p.x_row_stride) + col;
+      g[k] = load_pack<P, STREAM>(src);
+      u[k] = load_pack<P, STREAM>(src + nvec);
+    }
+  }
+  pdl_launch_dependents();
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const uint32_t i = first + k * kThreads;
+    if (i < total) {
+      const uint32_t row = i / nvec, col = i - row * nvec;
+      P o;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        o.v[j] = from_float<T>(activate<OP>(to_float(g[k].v[j])) * to_float(u[k].v[j]));
+      }
+      store_pack<P, STREAM>(reinterpret_cast<P*>(out + row * p.out_row_stride) + col, o);
     }
   }
 }
@@ -94,6 +164,13 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.rows),
                   static_cast<unsigned>((nvec + per_block - 1) / per_block));
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  if (EMBER_ACT_FLAT && p.vec == kVec && p.vecs_per_thread == 4 &&
+      p.rows * nvec < (int64_t{1} << 31)) {
+    constexpr int kVpt = EMBER_ACT_FLAT_VPT;
+    const int64_t blocks = (p.rows * nvec + kThreads * kVpt - 1) / (kThreads * kVpt);
+    return launch_kernel<act_flat_kernel<T, OP, kVpt, EMBER_ACT_STREAM != 0>>(
+        dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, p.pdl, p.device, p);
+  }
   if (p.vec == kVec) return launch_vec<T, OP, kVec>(p, grid, stream);
   return launch_vec<T, OP, 1>(p, grid, stream);
 }

@@ -18,7 +18,7 @@
 namespace ember {
 namespace rope {
 
-constexpr int kMaxThreads = 1024;
+constexpr int kMaxThreads = 256;
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
@@ -45,10 +45,6 @@ __device__ __forceinline__ float inv_freq(const Params& p, int i) {
   return f * p.inv_scale;
 }
 
-#ifndef EMBER_ROPE_PREFETCH
-#define EMBER_ROPE_PREFETCH 1  // NOTE: 0 = the b2a2be8 kernel (loads after the position), for A/B
-#endif
-
 template <typename T, int PAIRS, bool INTERLEAVE>
 __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
   const int64_t token = blockIdx.x;
@@ -56,32 +52,7 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
   const int chunks = half / PAIRS;  // per head
   const int c = threadIdx.x % chunks;
   const int heads_per_pass = blockDim.x / chunks;
-  const int total = p.q.heads + p.k.heads;
-  // A thread's accesses: NeoX: PAIRS elements at `c` of each half; GPT-J: 2 * PAIRS at `c`.
-  constexpr bool kElementwise = INTERLEAVE && PAIRS == 1;  // unaligned GPT-J rows
-  using V = Vec<T, INTERLEAVE ? 2 * PAIRS : PAIRS>;
-  auto row_in = [&](int h) {
-    const Heads& hs = h < p.q.heads ? p.q : p.k;
-    const int hh = h < p.q.heads ? h : h - p.q.heads;
-    return static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
-  };
-  auto row_out = [&](int h) {
-    const Heads& hs = h < p.q.heads ? p.q : p.k;
-    const int hh = h < p.q.heads ? h : h - p.q.heads;
-    return static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
-  };
-  auto load = [&](int h, V& x1, V& x2) {
-    const T* in = row_in(h);
-    x1 = reinterpret_cast<const V*>(in)[c];
-    if constexpr (!INTERLEAVE) x2 = reinterpret_cast<const V*>(in + half)[c];
-  };
   pdl_wait();
-  // The first head's data does not depend on the position: its loads go out before the
-  // position's (and the cos/sin row's), so a token costs two memory round trips, not three.
-  int h = static_cast<int>(threadIdx.x) / chunks;
-  V x1{}, x2{};
-  const bool prefetched = EMBER_ROPE_PREFETCH && !kElementwise && h < total;
-  if (prefetched) load(h, x1, x2);
   const int64_t pos = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[token]
                                       : static_cast<const int32_t*>(p.positions)[token];
   const bool in_range = pos >= 0 && (!p.has_cache || pos < p.cos_sin_rows);
@@ -100,36 +71,40 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
       sincosf(static_cast<float>(pos) * inv_freq(p, i), &sn[j], &cs[j]);
     }
   }
+  const int total = p.q.heads + p.k.heads;
   if (in_range) {
-    for (bool have = prefetched; h < total; h += heads_per_pass, have = false) {
-      T* out = row_out(h);
-      if constexpr (kElementwise) {
-        const T* in = row_in(h);
+    for (int h = static_cast<int>(threadIdx.x) / chunks; h < total; h += heads_per_pass) {
+      const Heads& hs = h < p.q.heads ? p.q : p.k;
+      const int hh = h < p.q.heads ? h : h - p.q.heads;
+      const T* in =
+          static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
+      T* out = static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
+      if constexpr (INTERLEAVE && PAIRS == 1) {  // unaligned rows: element by element
         const float a = to_float(in[2 * c]), b = to_float(in[2 * c + 1]);
         out[2 * c] = from_float<T>(a * cs[0] - b * sn[0]);
         out[2 * c + 1] = from_float<T>(b * cs[0] + a * sn[0]);
-      } else {
-        if (!have) load(h, x1, x2);
-        if constexpr (INTERLEAVE) {
-          V y;
+      } else if constexpr (INTERLEAVE) {
+        const Vec<T, 2 * PAIRS> x = reinterpret_cast<const Vec<T, 2 * PAIRS>*>(in)[c];
+        Vec<T, 2 * PAIRS> y;
 #pragma unroll
-          for (int j = 0; j < PAIRS; ++j) {
-            const float a = to_float(x1.v[2 * j]), b = to_float(x1.v[2 * j + 1]);
-            y.v[2 * j] = from_float<T>(a * cs[j] - b * sn[j]);
-            y.v[2 * j + 1] = from_float<T>(b * cs[j] + a * sn[j]);
-          }
-          reinterpret_cast<V*>(out)[c] = y;
-        } else {
-          V y1, y2;
-#pragma unroll
-          for (int j = 0; j < PAIRS; ++j) {
-            const float a = to_float(x1.v[j]), b = to_float(x2.v[j]);
-            y1.v[j] = from_float<T>(a * cs[j] - b * sn[j]);
-            y2.v[j] = from_float<T>(b * cs[j] + a * sn[j]);
-          }
-          reinterpret_cast<V*>(out)[c] = y1;
-          reinterpret_cast<V*>(out + half)[c] = y2;
+        for (int j = 0; j < PAIRS; ++j) {
+          const float a = to_float(x.v[2 * j]), b = to_float(x.v[2 * j + 1]);
+          y.v[2 * j] = from_float<T>(a * cs[j] - b * sn[j]);
+          y.v[2 * j + 1] = from_float<T>(b * cs[j] + a * sn[j]);
         }
+        reinterpret_cast<Vec<T, 2 * PAIRS>*>(out)[c] = y;
+      } else {
+        const Vec<T, PAIRS> x1 = reinterpret_cast<const Vec<T, PAIRS>*>(in)[c];
+        const Vec<T, PAIRS> x2 = reinterpret_cast<const Vec<T, PAIRS>*>(in + half)[c];
+        Vec<T, PAIRS> y1, y2;
+#pragma unroll
+        for (int j = 0; j < PAIRS; ++j) {
+          const float a = to_float(x1.v[j]), b = to_float(x2.v[j]);
+          y1.v[j] = from_float<T>(a * cs[j] - b * sn[j]);
+          y2.v[j] = from_float<T>(b * cs[j] + a * sn[j]);
+        }
+        reinterpret_cast<Vec<T, PAIRS>*>(out)[c] = y1;
+        reinterpret_cast<Vec<T, PAIRS>*>(out + half)[c] = y2;
       }
     }
   }
@@ -148,15 +123,123 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
   pdl_launch_dependents();
 }
 
+#ifndef EMBER_ROPE_GROUPED
+#define EMBER_ROPE_GROUPED 1  // NOTE: 0 = rope_kernel for every shape (the b2a2be8 kernel; A/B)
+#endif
+#ifndef EMBER_ROPE_HPT
+#define EMBER_ROPE_HPT 4  // heads per thread of rope_group_kernel on large problems
+#endif
+constexpr int kGroupThreads = 512;
+constexpr int kGroupMinTokens = 1024;  // fewer tokens: one head per thread (more parallelism)
+
+// The vector path when the whole head rotates (rotary_dim == head_dim): a thread owns one chunk
+// of pair indices of HPT heads of a token (heads g, g + groups, ...), so one cos/sin load serves
+// HPT heads, and all its data loads are issued *before* the token's position is read (their
+// addresses do not depend on it): a token costs two memory round trips, data and position
+// overlapped, then cos/sin. A block holds as many whole tokens as fit in 256 threads.
+template <typename T, int PAIRS, bool INTERLEAVE, int HPT>
+__global__ void __launch_bounds__(kGroupThreads) rope_group_kernel(Params p, int groups,
+                                                                   int tokens_per_block) {
+  const int half = p.rotary_dim / 2;
+  const int chunks = half / PAIRS;
+  const int per_token = groups * chunks;
+  const int local = static_cast<int>(threadIdx.x) / per_token;
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * tokens_per_block + local;
+  const int r = static_cast<int>(threadIdx.x) % per_token;
+  const int g = r / chunks, c = r % chunks;
+  const int total = p.q.heads + p.k.heads;
+  using V = Vec<T, INTERLEAVE ? 2 * PAIRS : PAIRS>;
+  pdl_wait();
+  if (token < p.tokens) {
+    V x1[HPT], x2[HPT];
+#pragma unroll
+    for (int k = 0; k < HPT; ++k) {
+      const int h = g + k * groups;
+      if (h < total) {
+        const Heads& hs = h < p.q.heads ? p.q : p.k;
+        const int hh = h < p.q.heads ? h : h - p.q.heads;
+        const T* in =
+            static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
+        x1[k] = reinterpret_cast<const V*>(in)[c];
+        if constexpr (!INTERLEAVE) x2[k] = reinterpret_cast<const V*>(in + half)[c];
+      }
+    }
+    const int64_t pos = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[token]
+                                        : static_cast<const int32_t*>(p.positions)[token];
+    const bool in_range = pos >= 0 && (!p.has_cache || pos < p.cos_sin_rows);
+    if (in_range) {  // out of range: the token is left as it is (in place) / not written
+      float cs[PAIRS], sn[PAIRS];
+#pragma unroll
+      for (int j = 0; j < PAIRS; ++j) {
+        const int i = c * PAIRS + j;
+        if (p.has_cache) {
+          const float* row = p.cos_sin + pos * p.rotary_dim;
+          cs[j] = row[i];
+          sn[j] = row[half + i];
+        } else {
+          sincosf(static_cast<float>(pos) * inv_freq(p, i), &sn[j], &cs[j]);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < HPT; ++k) {
+        const int h = g + k * groups;
+        if (h >= total) continue;
+        const Heads& hs = h < p.q.heads ? p.q : p.k;
+        const int hh = h < p.q.heads ? h : h - p.q.heads;
+        T* out = static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
+        if constexpr (INTERLEAVE) {
+          V y;
+#pragma unroll
+          for (int j = 0; j < PAIRS; ++j) {
+            const float a = to_float(x1[k].v[2 * j]), b = to_float(x1[k].v[2 * j + 1]);
+            y.v[2 * j] = from_float<T>(a * cs[j] - b * sn[j]);
+            y.v[2 * j + 1] = from_float<T>(b * cs[j] + a * sn[j]);
+          }
+          reinterpret_cast<V*>(out)[c] = y;
+        } else {
+          V y1, y2;
+#pragma unroll
+          for (int j = 0; j < PAIRS; ++j) {
+            const float a = to_float(x1[k].v[j]), b = to_float(x2[k].v[j]);
+            y1.v[j] = from_float<T>(a * cs[j] - b * sn[j]);
+            y2.v[j] = from_float<T>(b * cs[j] + a * sn[j]);
+          }
+          reinterpret_cast<V*>(out)[c] = y1;
+          reinterpret_cast<V*>(out + half)[c] = y2;
+        }
+      }
+    }
+  }
+  pdl_launch_dependents();
+}
+
+template <typename T, int PAIRS, bool INTERLEAVE, int HPT>
+cudaError_t launch_group(const Params& p, int groups, cudaStream_t stream) {
+  const int per_token = groups * (p.rotary_dim / 2 / PAIRS);
+  const int tokens_per_block = max(256 / per_token, 1);
+  const int64_t blocks = (p.tokens + tokens_per_block - 1) / tokens_per_block;
+  return launch_kernel<rope_group_kernel<T, PAIRS, INTERLEAVE, HPT>>(
+      dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(tokens_per_block * per_token)),
+      0, stream, p.pdl, p.device, p, groups, tokens_per_block);
+}
+
 template <typename T, int PAIRS, bool INTERLEAVE>
 cudaError_t launch_pairs(const Params& p, cudaStream_t stream) {
-  // One pass over all of a token's heads where they fit in a block (32 + 8 heads of d128 bf16:
-  // 320 threads), so no thread has a second, dependent round of loads.
   const int chunks = p.rotary_dim / 2 / PAIRS;
   const int total = p.q.heads + p.k.heads;
-  const int heads_per_block =
-      EMBER_ROPE_PREFETCH ? max(min(kMaxThreads / chunks, total), 1) : max(256 / chunks, 1);
-  const int threads = heads_per_block * chunks;
+  if constexpr (EMBER_ROPE_GROUPED && PAIRS > 1) {
+    if (p.rotary_dim == p.head_dim) {
+      // Large problems: HPT heads a thread; small: one (a token's heads spread over more threads).
+      constexpr int kHpt = EMBER_ROPE_HPT;
+      const int hpt = p.tokens >= kGroupMinTokens ? kHpt : 1;
+      const int groups = (total + hpt - 1) / hpt;
+      if (groups * chunks <= kGroupThreads) {
+        if (hpt == kHpt) return launch_group<T, PAIRS, INTERLEAVE, kHpt>(p, groups, stream);
+        return launch_group<T, PAIRS, INTERLEAVE, 1>(p, groups, stream);
+      }
+    }
+  }
+  const int threads = chunks >= kMaxThreads ? chunks : kMaxThreads / chunks * chunks;
   return launch_kernel<rope_kernel<T, PAIRS, INTERLEAVE>>(dim3(static_cast<unsigned>(p.tokens)),
                                                           dim3(static_cast<unsigned>(threads)), 0,
                                                           stream, p.pdl, p.device, p);
