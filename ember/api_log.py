@@ -17,6 +17,21 @@ the parameters of a call that kills the process survive it (R6.1). Lines go stra
 destination, not through :mod:`logging`, which applications reconfigure; the JIT and loader
 messages have their own logger (``ember.jit``) and level (``EMBER_JIT_LOGLEVEL``, R7.8).
 
+How a line reaches the destination:
+
+- ``stderr``/``stdout``: written to the stream and flushed;
+- a path without ``%p`` (several processes may share it): ``os.write`` with ``O_APPEND``, one
+  system call per write;
+- a path with ``%p`` (the file of one process): copied into a shared memory map of the file
+  (``MAP_SHARED``), no system call. A copied line is in the page cache, so it survives the
+  process dying in the next instruction (SIGKILL, abort, a segfault) as an ``os.write`` would;
+  only losing the machine loses it, as with ``os.write``. The file is grown in steps (1 MiB, then by
+  its size, at most 64 MiB at a time) with its blocks reserved, and trimmed to the lines at exit
+  (``atexit``). Until then, and for good after a crash or ``os._exit`` (e.g. a forked
+  ``multiprocessing`` worker), it ends in NUL padding: ``tr -d '\\0' < api-4242.log`` strips it;
+  ``tail -f`` does not follow it while the process runs. A forked child maps a file of its own;
+  threads reserve their bytes under a lock, so lines never interleave.
+
 An op may add facts about the call (the backend or specialization it chose) with :func:`note`;
 at level 3 and above they are logged after the call and stored in its dump. Modules the JIT loads
 during a call are logged and recorded the same way.
@@ -24,9 +39,13 @@ during a call are logged and recorded the same way.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import errno
 import functools
 import inspect
 import itertools
+import mmap
 import os
 import sys
 import threading
@@ -47,8 +66,17 @@ _SEQ = itertools.count(1)
 # NOTE: the pid, cached (os.getpid() is a system call, 0.2 us a call, and the level-1 wrapper's
 # whole budget is 2 us); a forked child refreshes it.
 _PID = [os.getpid()]
+
+
+def _forked() -> None:
+    """In a forked child: its pid, and fresh sink locks (a parent thread may have held one)."""
+    _PID[0] = os.getpid()
+    for sink in _SINKS.values():
+        sink._lock = threading.Lock()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+    os.register_at_fork(after_in_child=_forked)
 _LOCAL = threading.local()  # .stack: the calls being logged in this thread (nested public calls)
 
 
@@ -93,9 +121,13 @@ def note(**facts: Any) -> None:
 
 
 def _name_only(f: F, api_name: str, sink: _Sink) -> F:
+    # NOTE: the line's bytes after the call number are built once; a call adds the number only.
+    tail = f"] {api_name}\n".encode()
+    line = sink.line
+
     @functools.wraps(f)
     def logged(*args: Any, **kwargs: Any) -> Any:
-        sink.write(f"[ember.api pid={_PID[0]} #{next(_SEQ)}] {api_name}\n")
+        line(next(_SEQ), tail)
         return f(*args, **kwargs)
 
     return logged  # type: ignore[return-value]
@@ -327,43 +359,155 @@ def _stats_lines(tag: str, items: Any, capturing: bool) -> str:
 
 
 class _Sink:
-    """A log destination: ``stderr``, ``stdout`` or a file appended to (``%p``: the pid)."""
+    """A log destination: ``stderr``, ``stdout``, or a file appended to (``%p``: the pid), by a
+    shared memory map when the path has ``%p`` and by ``os.write`` with ``O_APPEND`` when not."""
 
     def __init__(self, dest: str) -> None:
         self.dest = dest
+        self._pid = -1  # the process the open file and ``_head`` belong to
+        self._head = b""  # b"[ember.api pid=P #"
         self._fd = -1
-        self._pid = -1
+        self._map: mmap.mmap | None = None
         self._lock = threading.Lock()
+        self._put: Callable[[bytes], None] = self._stream
+
+    def line(self, seq: int, tail: bytes) -> None:
+        """Write the level-1 line of call ``seq``; ``tail`` is ``b"] <api name>\\n"``."""
+        if self._pid != _PID[0]:
+            self._open()
+        self._put(b"%b%d%b" % (self._head, seq, tail))
 
     def write(self, text: str) -> None:
         if not text:
             return
-        if self.dest in ("stderr", "stdout"):
-            stream = sys.stderr if self.dest == "stderr" else sys.stdout
-            stream.write(text)
-            stream.flush()
-            return
-        data = text.encode("utf-8", "replace")
-        fd = self._fd if self._pid == _PID[0] else self._file()
-        while data:
-            data = data[os.write(fd, data) :]
+        if self._pid != _PID[0]:
+            self._open()
+        self._put(text.encode("utf-8", "replace"))
 
-    def _file(self) -> int:
+    def _stream(self, data: bytes) -> None:
+        stream = sys.stderr if self.dest == "stderr" else sys.stdout
+        stream.write(data.decode("utf-8", "replace"))
+        stream.flush()
+
+    def _append(self, data: bytes) -> None:
+        while data:
+            data = data[os.write(self._fd, data) :]
+
+    def _mapped(self, data: bytes) -> None:
+        # NOTE: a MAP_SHARED page is the page cache: a line copied into it outlives a SIGKILL of
+        # this process as an os.write would (R6.1), without a system call. The lock keeps the
+        # map's position, growth and close consistent between threads; acquire and release cost
+        # half of a with block.
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._map.write(data)  # type: ignore[union-attr]
+        except ValueError:  # full
+            self._grow(self._map, len(data)).write(data)  # type: ignore[arg-type]
+        except AttributeError:  # closed at exit: appended
+            self._append(data)
+        finally:
+            lock.release()
+
+    def _open(self) -> None:
+        """Open the file of this process (first use, or a forked child: its own file with %p)."""
         with self._lock:
             pid = _PID[0]
-            if self._pid != pid:  # first use, or a forked child: its own file with %p
+            if self._pid == pid:
+                return
+            if self._map is not None:  # the parent's: unmapped here, left to the parent
+                self._map.close()
+                self._map = None
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            if self.dest not in ("stderr", "stdout"):
                 path = Path(self.dest.replace("%p", str(pid))).expanduser()
                 path.parent.mkdir(parents=True, exist_ok=True)
-                # NOTE: O_APPEND: lines of several processes sharing one file never overwrite.
-                self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                self._pid = pid
-            return self._fd
+                if "%p" in self.dest:  # this process's own file
+                    self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                    self._map = self._map_file()
+                    self._put = self._append if self._map is None else self._mapped
+                else:
+                    # NOTE: O_APPEND: lines of several processes sharing one file never overwrite.
+                    self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                    self._put = self._append
+            self._head = f"[ember.api pid={pid} #".encode()
+            self._pid = pid
+
+    def _map_file(self) -> mmap.mmap | None:
+        """The open file grown and mapped, positioned after what is in it; None where the file
+        system cannot map it (lines are then appended by ``os.write``)."""
+        size = os.fstat(self._fd).st_size
+        try:
+            self._extend(_MAP_STEP * (size // _MAP_STEP + 1))
+            m = mmap.mmap(self._fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+            os.lseek(self._fd, 0, os.SEEK_END)
+            return None
+        end = size
+        if size and m[size - 1] == 0:  # the padding of a crashed process that had this pid
+            end = m.rfind(b"\n", 0, size) + 1
+        m.seek(end)
+        _register_close()
+        return m
+
+    def _extend(self, size: int) -> None:
+        """Grow the file to ``size`` bytes with its blocks reserved, so that a full disk is an
+        OSError here rather than a SIGBUS when a line is copied into a page of the map."""
+        try:
+            os.posix_fallocate(self._fd, 0, size)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise
+            os.ftruncate(self._fd, size)  # a file system without fallocate
+
+    def _grow(self, m: mmap.mmap, need: int) -> mmap.mmap:
+        """The map of the file grown by its size (at most ``_MAP_GROW_MAX``) or ``need`` bytes."""
+        end = m.tell()
+        size = max(len(m) + min(len(m), _MAP_GROW_MAX), end + need)
+        self._extend(-(-size // _MAP_STEP) * _MAP_STEP)
+        m.close()
+        self._map = None  # should the new map fail, later lines are appended after ``end``
+        os.lseek(self._fd, end, os.SEEK_SET)
+        self._map = mmap.mmap(self._fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._map.seek(end)
+        return self._map
+
+    def close(self) -> None:
+        """Trim this process's mapped file to the bytes written and unmap it; later lines are
+        appended by ``os.write`` (at exit: other ``atexit`` handlers may still log)."""
+        with self._lock:
+            if self._map is None or self._pid != _PID[0]:
+                return
+            end = self._map.tell()
+            self._map.close()
+            self._map = None
+            os.ftruncate(self._fd, end)
+            os.lseek(self._fd, end, os.SEEK_SET)
 
 
+_MAP_STEP = 1 << 20
+_MAP_GROW_MAX = 64 << 20
 _SINKS: dict[str, _Sink] = {}
+_CLOSE_REGISTERED = [False]
 
 
 def _sink(dest: str) -> _Sink:
     if dest not in _SINKS:
         _SINKS[dest] = _Sink(dest)
     return _SINKS[dest]
+
+
+def _register_close() -> None:
+    if not _CLOSE_REGISTERED[0]:
+        _CLOSE_REGISTERED[0] = True
+        atexit.register(_close_sinks)
+
+
+def _close_sinks() -> None:
+    """At exit: trim every mapped log of this process (a crash leaves the NUL padding)."""
+    for sink in list(_SINKS.values()):
+        sink.close()

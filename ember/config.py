@@ -364,7 +364,9 @@ class Knobs:
     logdest: Knob[str] = Knob(
         "EMBER_LOGDEST", _parse_str, lambda: "stderr",
         type_doc="`stderr`, `stdout` or path", default_doc="`stderr`",
-        doc="Where API log lines go; a path is appended to, `%p` in it becomes the process id.",
+        doc="Where API log lines go; a path is appended to, `%p` in it becomes the process id. A"
+        " `%p` file is written through a memory map and ends in NUL padding until its process"
+        " exits (for good if it crashed): `tr -d '\\0'` strips it.",
     )  # fmt: skip
     dump_dir: Knob[Path | None] = Knob(
         "EMBER_DUMP_DIR", _parse_path, _none,

@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -55,7 +57,9 @@ def _decorate(fn: Callable[..., Any], level: int, dest: str, name: str, **more: 
 
 
 def _lines(text: str) -> list[str]:
-    """Log lines without the ``[ember.api pid=P #N] `` prefix."""
+    """Log lines without the ``[ember.api pid=P #N] `` prefix (and without the NUL padding of a
+    ``%p`` file whose process has not exited, or was killed)."""
+    text = text.replace("\0", "")
     return [re.sub(r"^\[ember\.api pid=\d+ #\d+\] ", "", ln) for ln in text.splitlines()]
 
 
@@ -176,14 +180,27 @@ def test_nested_public_calls_are_marked(capsys: pytest.CaptureFixture[str]) -> N
     assert "  note: backend='inner-scale'" in _lines(text)
 
 
-def test_file_destination_appends_with_pid(tmp_path: Path) -> None:
-    """EMBER_LOGDEST as a path: appended to, ``%p`` replaced by the process id."""
+@pytest.mark.parametrize("before", ["", "earlier\n", "earlier\n" + "\0" * 100])
+def test_file_destination_appends_with_pid(tmp_path: Path, before: str) -> None:
+    """EMBER_LOGDEST as a path: appended to, ``%p`` replaced by the process id. A ``%p`` file is
+    written through a memory map grown in steps: NUL-padded until the sink is closed (at exit),
+    then exact; the padding a crashed process with the same pid left is written over."""
     dest = tmp_path / "logs" / "api-%p.log"
+    path = tmp_path / "logs" / f"api-{os.getpid()}.log"
+    if before:
+        path.parent.mkdir()
+        path.write_text(before)
     f = _decorate(_scale, 1, str(dest), "ember.test.scale")
     f(torch.ones(1))
     f(torch.ones(1))
-    path = tmp_path / "logs" / f"api-{os.getpid()}.log"
-    assert _lines(path.read_text()) == ["ember.test.scale", "ember.test.scale"]
+    earlier = ["earlier"] if before else []
+    assert _lines(path.read_text()) == [*earlier, "ember.test.scale", "ember.test.scale"]
+    assert path.stat().st_size == 1 << 20  # the first step of the map
+    api_log._SINKS[str(dest)].close()
+    line = rf"\[ember\.api pid={os.getpid()} #\d+\] ember\.test\.scale\n"
+    assert re.fullmatch(("earlier\n" if before else "") + line * 2, path.read_text())
+    f(torch.ones(1))  # after the close (an exit handler logging): appended by os.write
+    assert re.fullmatch(("earlier\n" if before else "") + line * 3, path.read_text())
 
 
 def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -209,17 +226,168 @@ CRASH = """
 
 
 @pytest.mark.parametrize("level", [1, 3])
-@pytest.mark.parametrize("dest", ["file", "stderr"])
+@pytest.mark.parametrize("dest", ["file", "pidfile", "stderr"])
 def test_pre_launch_line_survives_a_crash(tmp_path: Path, level: int, dest: str) -> None:
-    """R6.1: the call's line is out before the process dies inside the call."""
-    log = tmp_path / "api.log"
-    env = {"EMBER_LOGLEVEL": str(level), "EMBER_LOGDEST": str(log) if dest == "file" else dest}
+    """R6.1: the call's line is out before the process dies inside the call (``file``: appended
+    by os.write; ``pidfile``: a ``%p`` path, through the memory map)."""
+    log = {"file": tmp_path / "api.log", "pidfile": tmp_path / "api-%p.log"}.get(dest)
+    env = {"EMBER_LOGLEVEL": str(level), "EMBER_LOGDEST": str(log or dest)}
     proc = _run(CRASH, env)
     assert proc.returncode == -6, proc.stderr  # SIGABRT
-    lines = _lines(log.read_text() if dest == "file" else proc.stderr)
+    if log is not None:
+        (log,) = tmp_path.glob("api*.log")
+    lines = _lines(log.read_text() if log else proc.stderr)
     assert lines[0] == "ember.test.crash"
     if level == 3:
         assert lines[1:3] == ["  n: 3", "  page: 1099511627776"]
+
+
+NOOP = """
+    import os, signal, sys
+    from ember.api_log import api
+
+    @api(name="ember.test.noop")
+    def noop(x):
+        return x
+
+    @api(name="ember.test.killed")
+    def killed(n):
+        os.kill(os.getpid(), signal.SIGKILL)  # no exit handler, no Python buffer survives this
+"""
+
+
+def _log(pid: int, *calls: tuple[int, str]) -> bytes:
+    return b"".join(b"[ember.api pid=%d #%d] %s\n" % (pid, n, a.encode()) for n, a in calls)
+
+
+def test_pid_file_is_exact_after_a_normal_exit(tmp_path: Path) -> None:
+    """The exit handler trims the mapped file to the lines: no NUL padding is left."""
+    code = NOOP + "    for i in range(1000):\n        noop(i)\n"
+    proc = _run(code, {"EMBER_LOGLEVEL": "1", "EMBER_LOGDEST": str(tmp_path / "api-%p.log")})
+    assert proc.returncode == 0, proc.stderr
+    (log,) = tmp_path.glob("api-*.log")
+    pid = int(log.stem.split("-")[1])
+    assert log.read_bytes() == _log(pid, *((n, "ember.test.noop") for n in range(1, 1001)))
+
+
+@pytest.mark.parametrize("level", [1, 3])
+def test_pid_file_line_survives_sigkill(tmp_path: Path, level: int) -> None:
+    """R6.1 for the memory map: the lines are in the page cache once copied, so a SIGKILL inside
+    the call (no exit handler, no flush) leaves them in the file, followed by NUL padding."""
+    code = NOOP + "    noop(1)\n    killed(3)\n"
+    proc = _run(code, {"EMBER_LOGLEVEL": str(level), "EMBER_LOGDEST": str(tmp_path / "api-%p.log")})
+    assert proc.returncode == -9, proc.stderr  # SIGKILL
+    (log,) = tmp_path.glob("api-*.log")
+    data = log.read_bytes()
+    assert len(data) == 1 << 20  # never trimmed: the process got no chance to
+    lines = _lines(data.decode())
+    assert lines[0] == "ember.test.noop"
+    if level == 1:
+        assert lines == ["ember.test.noop", "ember.test.killed"]
+    else:
+        assert lines[-2:] == ["ember.test.killed", "  n: 3"]
+
+
+def test_forked_child_writes_its_own_file(tmp_path: Path) -> None:
+    """A forked child maps its own ``%p`` file and trims only that; the parent's map and file
+    are untouched, also by a child that logs nothing and exits normally."""
+    code = NOOP + textwrap.indent(
+        textwrap.dedent("""
+            noop(1)
+            child = os.fork()
+            if child == 0:
+                noop(2)
+                noop(3)
+                sys.exit(0)  # a normal exit: the child's exit handler runs
+            quiet = os.fork()
+            if quiet == 0:
+                sys.exit(0)
+            statuses = [os.waitpid(c, 0)[1] for c in (child, quiet)]
+            noop(4)
+            print(child, *statuses)
+        """),
+        "    ",
+    )
+    proc = _run(code, {"EMBER_LOGLEVEL": "1", "EMBER_LOGDEST": str(tmp_path / "api-%p.log")})
+    assert proc.returncode == 0, proc.stderr
+    child, *statuses = (int(x) for x in proc.stdout.split())
+    assert statuses == [0, 0]
+    logs = {int(p.stem.split("-")[1]): p.read_bytes() for p in tmp_path.glob("api-*.log")}
+    parent = next(pid for pid in logs if pid != child)
+    name = "ember.test.noop"
+    # the child's counter continues from the parent's at the fork
+    assert logs == {
+        parent: _log(parent, (1, name), (2, name)),
+        child: _log(child, (2, name), (3, name)),
+    }
+
+
+def test_threads_never_tear_lines(tmp_path: Path) -> None:
+    """Threads logging at once into one mapped file (past its first 1 MiB step): every line is
+    whole, each call's pre-call block stays together, and none is lost or repeated."""
+    dest = str(tmp_path / "api-%p.log")
+    names = [f"ember.test.thread{i}" for i in range(8)]
+    fns = [_decorate(_scale, 1, dest, name) for name in names]
+    level3 = _decorate(_scale, 3, dest, "ember.test.level3")
+    calls = 4000
+
+    def work(f: Callable[..., Any], n: int) -> None:
+        for _ in range(n):
+            f(torch.ones(1))
+
+    threads = [threading.Thread(target=work, args=(f, calls)) for f in fns]
+    threads.append(threading.Thread(target=work, args=(level3, 300)))
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    path = tmp_path / f"api-{os.getpid()}.log"
+    assert path.stat().st_size > 1 << 20
+    api_log._SINKS[dest].close()
+    text = path.read_text()
+    assert "\0" not in text and text.endswith("\n")
+    line = re.compile(rf"\[ember\.api pid={os.getpid()} #(\d+)\] (.*)")
+    parsed = [line.fullmatch(ln) for ln in text.splitlines()]
+    assert all(parsed)
+    rows = [(int(m.group(1)), m.group(2)) for m in parsed if m]
+    heads = [(n, what) for n, what in rows if not what.startswith(" ")]
+    assert Counter(what for _, what in heads) == {
+        **dict.fromkeys(names, calls),
+        "ember.test.level3": 300,
+    }
+    assert len({n for n, _ in heads}) == len(heads)  # each call number once
+    tensor = "Tensor(shape=[1], dtype=torch.float32, strides=[1], device=cpu, contiguous=True)"
+    block = ["ember.test.level3", f"  x: {tensor}", "  factor: 2.0", "  out: None"]
+    for i, (n, what) in enumerate(rows):
+        if what == "ember.test.level3":
+            assert rows[i : i + 4] == [(n, b) for b in block]
+    assert sum(what == f"  -> return: {tensor}" for _, what in rows) == 300
+
+
+def test_growth_past_the_first_step(tmp_path: Path) -> None:
+    """More than 1 MiB of lines, and one write larger than a doubling: the file grows and ends
+    exact after the close."""
+    dest = str(tmp_path / "api-%p.log")
+    name = "ember.test." + "long_name_" * 20
+    f = _decorate(_scale, 1, dest, name)
+    for _ in range(6000):  # ~1.4 MB
+        f(torch.ones(1))
+    sink = api_log._SINKS[dest]
+    big = "x" * (3 << 20) + "\n"
+    sink.write(big)
+    f(torch.ones(1))
+    path = tmp_path / f"api-{os.getpid()}.log"
+    assert path.stat().st_size % (1 << 20) == 0 and path.stat().st_size > 4 << 20
+    sink.close()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 6002 and "\0" not in lines[-1]
+    assert _lines("\n".join(lines[:6000] + lines[6001:])) == [name] * 6001
+    assert lines[6000] == big[:-1]
 
 
 def test_import_time_level_decides_every_public_op() -> None:
