@@ -91,8 +91,9 @@ def test_computed_angles(dtype, interleave, tokens, hq, hk, dim, rot):  # noqa: 
 @pytest.mark.parametrize("interleave", [False, True])
 @pytest.mark.parametrize(("tokens", "hq", "hk"), [(1500, 32, 8), (1031, 5, 2), (2048, 64, 8)])
 def test_many_tokens_cache_in_place_and_out_of_place(dtype, interleave, tokens, hq, hk):
-    # >= 1024 tokens: the large-problem kernel (several heads a thread, some threads past the
-    # last head); in place on views of a fused qkv, and out of place into poisoned outputs
+    # more tokens than the grouped kernel takes (the other tests' <= 64 tokens run on it): the
+    # one-token-a-block kernel, in place on views of a fused qkv and out of place into poisoned
+    # outputs
     qkv = torch.randn(tokens, hq + 2 * hk, 128, device="cuda").to(dtype)
     q, k = qkv[:, :hq], qkv[:, hq : hq + hk]
     pos = torch.randint(0, 4096, (tokens,), device="cuda", dtype=torch.int32)

@@ -124,19 +124,19 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
 }
 
 #ifndef EMBER_ROPE_GROUPED
-#define EMBER_ROPE_GROUPED 1  // NOTE: 0 = rope_kernel for every shape (the b2a2be8 kernel; A/B)
-#endif
-#ifndef EMBER_ROPE_HPT
-#define EMBER_ROPE_HPT 4  // heads per thread of rope_group_kernel on large problems
+#define EMBER_ROPE_GROUPED 1  // NOTE: 0 = rope_kernel for every shape (A/B)
 #endif
 constexpr int kGroupThreads = 512;
-constexpr int kGroupMinTokens = 1024;  // fewer tokens: one head per thread (more parallelism)
+// NOTE: measured on the H200 (docs/perf/notes/act.md): the grouped kernel wins at 1-64 tokens
+// (2.05 / 3.08 against 2.12 / 3.20 us), rope_kernel from 512 tokens (5.68 against 7.30 us; at
+// 8192 tokens 51.4 against 63.5 us with 4 heads a thread, 74 with 1, 66 with 2, 76 with 8).
+constexpr int kGroupMaxTokens = 128;
 
-// The vector path when the whole head rotates (rotary_dim == head_dim): a thread owns one chunk
-// of pair indices of HPT heads of a token (heads g, g + groups, ...), so one cos/sin load serves
-// HPT heads, and all its data loads are issued *before* the token's position is read (their
-// addresses do not depend on it): a token costs two memory round trips, data and position
-// overlapped, then cos/sin. A block holds as many whole tokens as fit in 256 threads.
+// Few tokens, on the vector path when the whole head rotates (rotary_dim == head_dim): a thread
+// owns one chunk of pair indices of HPT heads of a token (heads g, g + groups, ...), and all its
+// data loads are issued *before* the token's position is read (their addresses do not depend on
+// it): a token costs two memory round trips, data and position overlapped, then cos/sin, where
+// rope_kernel takes three. A block holds as many whole tokens as fit in 256 threads.
 template <typename T, int PAIRS, bool INTERLEAVE, int HPT>
 __global__ void __launch_bounds__(kGroupThreads) rope_group_kernel(Params p, int groups,
                                                                    int tokens_per_block) {
@@ -229,13 +229,9 @@ cudaError_t launch_pairs(const Params& p, cudaStream_t stream) {
   const int total = p.q.heads + p.k.heads;
   if constexpr (EMBER_ROPE_GROUPED && PAIRS > 1) {
     if (p.rotary_dim == p.head_dim) {
-      // Large problems: HPT heads a thread; small: one (a token's heads spread over more threads).
-      constexpr int kHpt = EMBER_ROPE_HPT;
-      const int hpt = p.tokens >= kGroupMinTokens ? kHpt : 1;
-      const int groups = (total + hpt - 1) / hpt;
-      if (groups * chunks <= kGroupThreads) {
-        if (hpt == kHpt) return launch_group<T, PAIRS, INTERLEAVE, kHpt>(p, groups, stream);
-        return launch_group<T, PAIRS, INTERLEAVE, 1>(p, groups, stream);
+      // one head a thread: a token's heads spread over as many threads as fit a block
+      if (p.tokens <= kGroupMaxTokens && total * chunks <= kGroupThreads) {
+        return launch_group<T, PAIRS, INTERLEAVE, 1>(p, total, stream);
       }
     }
   }

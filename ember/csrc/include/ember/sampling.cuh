@@ -320,7 +320,7 @@ __device__ __forceinline__ unsigned long long fixed_mass(float x, float scale) {
 constexpr int kBins = 256;
 
 #ifndef EMBER_FILTER_COMPACT
-#define EMBER_FILTER_COMPACT 1  // NOTE: 0 = no survivor list: every level walks the chunk (A/B)
+#define EMBER_FILTER_COMPACT 1  // NOTE: 0 = levels 2-3 walk the whole chunk (the v2 kernel; A/B)
 #endif
 // Capacity of the per-CTA survivor list (4 KB: 3 CTAs of 64 KB rows still fit an SM).
 constexpr int kSurvivors = 1024;
@@ -336,7 +336,7 @@ struct RadixSmem {
   unsigned long long warp_sum[kBins / 32];  // scan carries
   unsigned long long rest[2];               // this CTA's elements in [floor, cut) (level 0)
 #if EMBER_FILTER_COMPACT
-  float survivors[kSurvivors];  // the values level 0 histogrammed, for levels 1 to 3
+  float survivors[kSurvivors];  // the values level 1 histogrammed, for levels 2 and 3
   int n_survivors;
 #endif
   struct Pick {
@@ -391,15 +391,15 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         h.pick[buf].bin = -1;
         h.rest[buf] = 0;
 #if EMBER_FILTER_COMPACT
-        if (level == 0) h.n_survivors = 0;
+        if (level == 1) h.n_survivors = 0;
 #endif
       }
       __syncthreads();
       unsigned long long rest = 0;  // level 0: the mass (or count) of [floor, bound)
 #if EMBER_FILTER_COMPACT
-      // Levels 1 to 3 walk the list level 0 gathered (when it fit) instead of the whole chunk:
-      // above a peaked row's cut lie a few hundred of a CTA's 16 000 values.
-      if (level >= 1 && h.n_survivors <= kSurvivors) {
+      // Levels 2 and 3 walk the list level 1 gathered (when it fit) instead of the whole chunk:
+      // a peaked row's chosen level-0 bin holds a few dozen of a CTA's 16 000 values.
+      if (level >= 2 && h.n_survivors <= kSurvivors) {
         for (int i = t; i < h.n_survivors; i += kSoftmaxThreads) {
           const float x = h.survivors[i];
           const uint32_t k = order_key(x);
@@ -411,21 +411,17 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
             atomicAdd(&h.cnt[buf][bin], 1u);
           }
         }
-      } else if (level == 0) {
+      } else if (level == 1) {
         // The whole segment, every lane the same number of steps so the warp can vote: each
-        // value level 0 histograms (key >= bound) is also appended to the survivor list (one
-        // atomic a warp); the histogram still adds runs of equal bins once (few level-0 bins).
+        // value level 1 histograms is also appended to the survivor list (one atomic a warp).
         int steps = hi - lo;
 #pragma unroll
         for (int o = 16; o > 0; o /= 2) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, o));
-        int cur = -1;
-        unsigned long long acc = 0;
         for (int j = 0; j < steps; ++j) {
           const int i = lo + j;
           const float x = i < hi ? v[i] : 0.f;
           const uint32_t k = order_key(x);
-          const bool match = i < hi && k >= bound;
-          if (i < hi && !match && k >= floor) rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
+          const bool match = i < hi && k >= bound && (k & high) == prefix;
           const unsigned votes = __ballot_sync(0xffffffffu, match);
           if (votes != 0u) {
             const int leader = __ffs(votes) - 1;
@@ -436,26 +432,12 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
             if (match) {
               if (at < kSurvivors) h.survivors[at] = x;
               const int bin = static_cast<int>((k >> shift) & 255u);
-              if (bin != cur) {
-                if (acc != 0ull) {
-                  if (BY_MASS) {
-                    add_mass(&h.mass_lo[buf][cur], &h.mass_hi[buf][cur], acc);
-                  } else {
-                    atomicAdd(&h.cnt[buf][cur], static_cast<unsigned>(acc));
-                  }
-                }
-                cur = bin;
-                acc = 0;
+              if (BY_MASS) {
+                add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
+              } else {
+                atomicAdd(&h.cnt[buf][bin], 1u);
               }
-              acc += BY_MASS ? fixed_mass(x, scale) : 1ull;
             }
-          }
-        }
-        if (acc != 0ull) {
-          if (BY_MASS) {
-            add_mass(&h.mass_lo[buf][cur], &h.mass_hi[buf][cur], acc);
-          } else {
-            atomicAdd(&h.cnt[buf][cur], static_cast<unsigned>(acc));
           }
         }
       } else
