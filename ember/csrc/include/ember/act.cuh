@@ -22,19 +22,45 @@ namespace act {
 
 constexpr int kThreads = 256;
 
+#ifndef EMBER_ACT_MUFU
+#define EMBER_ACT_MUFU 1  // NOTE: 0 = __expf / __fdividef (with their range fix-ups), for A/B
+#endif
+
+// One MUFU instruction each: 2^x (ex2.approx.ftz, ~2 ulp) and 1/x (rcp.approx.ftz, 1 ulp). The
+// non-ftz forms behind __expf and __fdividef add a denormal fix-up and a range check per
+// element; at ~25 instructions an element silu was issue-bound beside the memory stream.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// x * sigmoid(z). For z far below 0, 1 + e^-z overflows to inf (or past 2^126) and its reciprocal
+// flushes to 0: the product is 0 with x's sign, the right limit.
+__device__ __forceinline__ float times_sigmoid(float x, float z) {
+#if EMBER_ACT_MUFU
+  return x * rcp_approx(1.f + exp2_approx(-1.4426950408889634f * z));
+#else
+  return __fdividef(x, 1.f + __expf(-z));
+#endif
+}
+
 template <int OP>
 __device__ __forceinline__ float activate(float x) {
-  // NOTE: fast reciprocal division (2 ulp) and exponential: an IEEE division or tanhf made silu
-  // and gelu_tanh compute-bound (3.2 TB/s on the H200 against erf-GELU's 4.1 TB/s). For x far
-  // below 0 the denominator overflows and __fdividef gives the right limit, 0 with x's sign.
+  // NOTE: fast exponential and reciprocal: an IEEE division or tanhf made silu and gelu_tanh
+  // compute-bound (3.2 TB/s on the H200 against erf-GELU's 4.1 TB/s).
   if constexpr (OP == kSilu) {
-    return __fdividef(x, 1.f + __expf(-x));
+    return times_sigmoid(x, x);
   } else if constexpr (OP == kGelu) {
     return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
   } else {
     // 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
-    const float u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x);
-    return __fdividef(x, 1.f + __expf(-u2));
+    return times_sigmoid(x, 1.5957691216057308f * (x + 0.044715f * x * x * x));
   }
 }
 
