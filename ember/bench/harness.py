@@ -362,6 +362,7 @@ class BenchContext:
         )
         if isinstance(impl, Impl):
             row.backend_version = impl.version
+        row.build = _build_switches() if impl.backend == "ember" else ""
         row.cmd = self.reproduce(case, impl.backend, impl.variant, self.mechanism)
         return row
 
@@ -450,7 +451,17 @@ class BenchContext:
                     parts += ["--" + name.replace("_", "-"), str(value)]
         if not self.refcheck:
             parts.append("--no-refcheck")
-        return shlex.join(parts)
+        build = _build_switches() if backend == "ember" else ""
+        prefix = f"EMBER_EXTRA_CUDA_FLAGS={shlex.quote(build)} " if build else ""
+        return prefix + shlex.join(parts)
+
+
+def _build_switches() -> str:
+    """The non-default build switches of ember's kernels in this process (R4.16: a row names
+    the build it timed)."""
+    from ember.config import knobs
+
+    return " ".join(knobs.extra_cuda_flags)
 
 
 # --- command line --------------------------------------------------------------------------------

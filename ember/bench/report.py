@@ -67,7 +67,10 @@ class Row:
     notes:
         Anything else a reader needs (a timing fallback, the reason for a failure).
     cmd:
-        Command line that reproduces exactly this row.
+        Command line that reproduces exactly this row (with the build switches' environment).
+    build:
+        Non-default build switches of ember's kernels in the run (``EMBER_EXTRA_CUDA_FLAGS``),
+        e.g. ``-DEMBER_ACT_FLAT=0`` for an A/B build; empty for the default build.
     """
 
     routine: str
@@ -104,13 +107,21 @@ class Row:
     params: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     cmd: str = ""
+    build: str = ""
 
     @property
     def label(self) -> str:
-        """``flashinfer`` for the default variant, ``flashinfer[pdl]`` otherwise."""
-        if self.variant == DEFAULT_VARIANT:
-            return self.backend
-        return f"{self.backend}[{self.variant}]"
+        """``flashinfer`` for the default variant, ``flashinfer[pdl]`` otherwise; an A/B build
+        adds its switches: ``ember {-DEMBER_ACT_FLAT=0}``."""
+        base = self.backend
+        if self.variant != DEFAULT_VARIANT:
+            base += f"[{self.variant}]"
+        return f"{base} {{{self.build}}}" if self.build else base
+
+    @property
+    def series(self) -> str:
+        """The backend, told apart from its A/B builds (which are never its peers)."""
+        return f"{self.backend} {{{self.build}}}" if self.build else self.backend
 
     @property
     def ok(self) -> bool:
@@ -153,12 +164,13 @@ def append_jsonl(rows: Iterable[Row], path: Path) -> int:
 
 
 def mark_best(rows: Sequence[Row]) -> None:
-    """Set ``best`` on the fastest timed variant of each backend for each workload."""
+    """Set ``best`` on the fastest timed variant of each backend (each A/B build apart) for each
+    workload."""
     groups: dict[tuple[str, str, str, str], list[Row]] = {}
     for r in rows:
         r.best = False
         if r.ok:
-            groups.setdefault((*r.workload, r.backend), []).append(r)
+            groups.setdefault((*r.workload, r.series), []).append(r)
     for group in groups.values():
         min(group, key=lambda r: r.median_us or 0.0).best = True
 
@@ -187,7 +199,7 @@ def markdown_table(rows: Sequence[Row]) -> str:
     several = _backends_with_several_variants(rows)
     for r in rows:
         label = r.label
-        if r.best and (*r.workload, r.backend) in several:
+        if r.best and (*r.workload, r.series) in several:
             label += " (best)"
         cells = [
             r.routine,
@@ -213,7 +225,7 @@ def _backends_with_several_variants(rows: Sequence[Row]) -> set[tuple[str, str, 
     counts: dict[tuple[str, str, str, str], int] = {}
     for r in rows:
         if r.ok:
-            key = (*r.workload, r.backend)
+            key = (*r.workload, r.series)
             counts[key] = counts.get(key, 0) + 1
     return {k for k, n in counts.items() if n > 1}
 
@@ -225,11 +237,29 @@ def _ratio(mine: Row, peer: Row) -> str:
     return f"{mine_us / peer_us:.3f}x time ({peer_us / mine_us:.2f}x speed-up)"
 
 
+def _peer_line(w: tuple[str, str, str], mine: Row | None, peers: list[Row], subject: str) -> str:
+    head = f"- {w[0]} {w[1]} {w[2]}: "
+    if not peers:
+        return head + "no timed peer"
+    top = peers[0]
+    text = f"best peer {top.label} {_num(top.median_us)} µs"
+    if mine is None:
+        return head + text + f"; {subject}: not timed"
+    text += f"; {mine.label} {_num(mine.median_us)} µs; {subject}/best peer " + _ratio(mine, top)
+    others = [f"{p.label} {_ratio(mine, p)}" for p in peers[1:]]
+    if others:
+        text += "; vs " + ", ".join(others)
+    if len({r.timing for r in (mine, *peers)}) > 1:
+        text += " [WARNING: mixed timing mechanisms, not comparable]"
+    return head + text
+
+
 def comparison_lines(rows: Sequence[Row], *, subject: str = "ember") -> list[str]:
     """Per workload: the best peer, and ``subject``'s time ratio and speed-up against each peer.
 
     Only timed rows count; a workload whose rows used different timing mechanisms says so, since
-    such times are not comparable.
+    such times are not comparable. Rows of A/B builds of ``subject`` (:attr:`Row.build`) are
+    neither ``subject`` nor peers: each gets its ratio against ``subject``'s default build.
     """
     order: list[tuple[str, str, str]] = []
     best: dict[tuple[str, str, str], dict[str, Row]] = {}
@@ -239,32 +269,23 @@ def comparison_lines(rows: Sequence[Row], *, subject: str = "ember") -> list[str
             best[r.workload] = {}
         if not r.ok:
             continue
-        held = best[r.workload].get(r.backend)
+        held = best[r.workload].get(r.series)
         if held is None or (r.median_us or 0.0) < (held.median_us or 0.0):
-            best[r.workload][r.backend] = r
+            best[r.workload][r.series] = r
     lines: list[str] = []
     for w in order:
         by_backend = best[w]
         mine = by_backend.get(subject)
+        builds = [r for r in by_backend.values() if r.backend == subject and r.build]
         peers = sorted(
-            (r for b, r in by_backend.items() if b != subject), key=lambda r: r.median_us or 0.0
+            (r for b, r in by_backend.items() if b != subject and not r.build),
+            key=lambda r: r.median_us or 0.0,
         )
-        head = f"- {w[0]} {w[1]} {w[2]}: "
-        if not peers:
-            lines.append(head + "no timed peer")
-            continue
-        top = peers[0]
-        text = f"best peer {top.label} {_num(top.median_us)} µs"
-        if mine is None:
-            lines.append(head + text + f"; {subject}: not timed")
-            continue
-        text += f"; {mine.label} {_num(mine.median_us)} µs; {subject}/best peer " + _ratio(
-            mine, top
-        )
-        others = [f"{p.label} {_ratio(mine, p)}" for p in peers[1:]]
-        if others:
-            text += "; vs " + ", ".join(others)
-        if len({r.timing for r in (mine, *peers)}) > 1:
-            text += " [WARNING: mixed timing mechanisms, not comparable]"
-        lines.append(head + text)
+        lines.append(_peer_line(w, mine, peers, subject))
+        base, against = (mine, "the default build") if mine else (peers[0] if peers else None, "")
+        for b in builds:
+            text = f"  - A/B build {{{b.build}}} {_num(b.median_us)} µs"
+            if base is not None:
+                text += f": {_ratio(b, base)} against {against or base.label}"
+            lines.append(text)
     return lines

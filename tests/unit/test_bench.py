@@ -349,6 +349,42 @@ def test_ember_backend_uses_the_public_api(monkeypatch: pytest.MonkeyPatch) -> N
     assert fused.status == "ok" and fused.refcheck == "passed"
 
 
+def test_ab_build_rows_name_their_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # R4.16: a row timed on a build with EMBER_EXTRA_CUDA_FLAGS says so, and its command rebuilds
+    # it; the switches only touch ember's kernels, so peers' rows carry none
+    monkeypatch.setattr(
+        ember, "rmsnorm", lambda x, w, eps=1e-6, *, out=None: norm.torch_rmsnorm(x, w, eps),
+        raising=False,
+    )  # fmt: skip
+    monkeypatch.setenv("EMBER_EXTRA_CUDA_FLAGS", "-DEMBER_X=1 -DEMBER_Y=2")
+    rows = run(["rmsnorm", "--backends", "ember[default],torch", "--shapes", "4x64"])
+    mine, peer = rows
+    assert mine.build == "-DEMBER_X=1 -DEMBER_Y=2"
+    assert mine.label == "ember {-DEMBER_X=1 -DEMBER_Y=2}"
+    assert mine.cmd.startswith("EMBER_EXTRA_CUDA_FLAGS='-DEMBER_X=1 -DEMBER_Y=2' python -m ember")
+    assert peer.build == "" and peer.cmd.startswith("python -m ember")
+    monkeypatch.delenv("EMBER_EXTRA_CUDA_FLAGS")
+    (plain,) = run(["rmsnorm", "--backends", "ember[default]", "--shapes", "4x64"])
+    assert plain.build == "" and plain.cmd.startswith("python -m ember")
+
+
+def test_ab_builds_are_neither_ember_nor_its_peers() -> None:
+    ab = _row("ember", "default", 60.0, build="-DEMBER_X=0")
+    rows = [_row("ember", "default", 80.0), _row("torch_compile", "default", 100.0), ab]
+    assert report.comparison_lines(rows) == [
+        "- rmsnorm 8192x8192 bf16: best peer torch_compile 100.0 µs; ember 80.00 µs; "
+        "ember/best peer 0.800x time (1.25x speed-up)",
+        "  - A/B build {-DEMBER_X=0} 60.00 µs: 0.750x time (1.33x speed-up) against the default "
+        "build",
+    ]
+    assert report.comparison_lines([rows[1], ab])[1] == (
+        "  - A/B build {-DEMBER_X=0} 60.00 µs: 0.600x time (1.67x speed-up) against torch_compile"
+    )
+    report.mark_best(rows)
+    assert rows[0].best and ab.best  # each the fastest of its own build
+    assert "| ember {-DEMBER_X=0} |" in report.markdown_table(rows)
+
+
 def test_rows_record_the_commit_the_operator_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EMBER_BENCH_COMMIT", raising=False)
     from_git = ember_commit()

@@ -73,7 +73,8 @@ struct alignas(sizeof(T) * VEC) Pack {
 #define EMBER_ACT_FLAT 1  // NOTE: 0 = large problems on the 2-D grid too (A/B)
 #endif
 #ifndef EMBER_ACT_FLAT_VPT
-#define EMBER_ACT_FLAT_VPT 1  // accesses a thread (2 and 4 measured slower: 173, 204 against 161 us)
+#define EMBER_ACT_FLAT_VPT \
+  1  // accesses a thread (2 and 4 measured slower: 173, 204 against 161 us)
 #endif
 #ifndef EMBER_ACT_FLAT_THREADS
 #define EMBER_ACT_FLAT_THREADS 256

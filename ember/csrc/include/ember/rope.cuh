@@ -138,8 +138,8 @@ constexpr int kGroupMaxTokens = 128;
 // it): a token costs two memory round trips, data and position overlapped, then cos/sin, where
 // rope_kernel takes three. A block holds as many whole tokens as fit in 256 threads.
 template <typename T, int PAIRS, bool INTERLEAVE, int HPT>
-__global__ void __launch_bounds__(kGroupThreads) rope_group_kernel(Params p, int groups,
-                                                                   int tokens_per_block) {
+__global__ void __launch_bounds__(kGroupThreads)
+    rope_group_kernel(Params p, int groups, int tokens_per_block) {
   const int half = p.rotary_dim / 2;
   const int chunks = half / PAIRS;
   const int per_token = groups * chunks;
@@ -219,8 +219,9 @@ cudaError_t launch_group(const Params& p, int groups, cudaStream_t stream) {
   const int tokens_per_block = max(256 / per_token, 1);
   const int64_t blocks = (p.tokens + tokens_per_block - 1) / tokens_per_block;
   return launch_kernel<rope_group_kernel<T, PAIRS, INTERLEAVE, HPT>>(
-      dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(tokens_per_block * per_token)),
-      0, stream, p.pdl, p.device, p, groups, tokens_per_block);
+      dim3(static_cast<unsigned>(blocks)),
+      dim3(static_cast<unsigned>(tokens_per_block * per_token)), 0, stream, p.pdl, p.device, p,
+      groups, tokens_per_block);
 }
 
 template <typename T, int PAIRS, bool INTERLEAVE>
