@@ -20,6 +20,7 @@ __all__ = [
     "binding_exports",
     "definition_problems",
     "export_problems",
+    "exported_names",
     "module_calls",
     "signature_problems",
 ]
@@ -34,9 +35,68 @@ _CALL = re.compile(
 )
 
 
+_IF_0 = re.compile(r"\s*#\s*if\s+0\s*$")
+_IF = re.compile(r"\s*#\s*if(?:n?def)?\b")
+_ELSE = re.compile(r"\s*#\s*(?:else|elif)\b")
+_ENDIF = re.compile(r"\s*#\s*endif\b")
+
+
+def _code_only(text: str) -> str:
+    """C++ source with comments blanked (newlines kept) and string/char literals emptied, so a
+    commented-out or quoted export is not code. Raw strings (``R"(...)"``) are not handled."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c, two = text[i], text[i : i + 2]
+        if two == "//":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif two == "/*":
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append(" " + "\n" * text.count("\n", i, end))
+            i = end
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _live_lines(text: str) -> str:
+    """``text`` without the lines of ``#if 0`` blocks (up to their ``#else``/``#elif`` or
+    ``#endif``, nested conditionals counted)."""
+    out, depth = [], 0  # depth > 0: inside an `#if 0` block, at that nesting level
+    for line in text.splitlines():
+        if depth:
+            if _IF.match(line):
+                depth += 1
+            elif _ENDIF.match(line):
+                depth -= 1
+            elif depth == 1 and _ELSE.match(line):
+                depth = 0
+            continue
+        if _IF_0.match(line):
+            depth = 1
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def exported_names(source: str) -> set[str]:
+    """The names a C++ source exports with ``TVM_FFI_DLL_EXPORT_TYPED_FUNC``, outside comments,
+    string literals and ``#if 0`` blocks."""
+    return set(_EXPORT.findall(_live_lines(_code_only(source))))
+
+
 def binding_exports(sources: Iterable[Path]) -> set[str]:
-    """The names the bindings in ``sources`` export with ``TVM_FFI_DLL_EXPORT_TYPED_FUNC``."""
-    return {m for p in sources for m in _EXPORT.findall(p.read_text())}
+    """The names the bindings in ``sources`` export (:func:`exported_names`)."""
+    return {m for p in sources for m in exported_names(p.read_text())}
 
 
 def module_calls(source: str) -> set[str]:

@@ -17,6 +17,7 @@ from ember.trace.check import (
     binding_exports,
     definition_problems,
     export_problems,
+    exported_names,
     module_calls,
     signature_problems,
     trace_problems,
@@ -132,6 +133,26 @@ def test_sync_fails_when_an_export_is_removed() -> None:
     problems = export_problems(calls, exports)
     assert len(problems) == 1
     assert "ember.ops.norm calls mod.fused_add_rmsnorm()" in problems[0]
+
+
+def test_an_export_in_a_comment_a_string_or_an_if_0_block_does_not_count() -> None:
+    source = r"""
+// TVM_FFI_DLL_EXPORT_TYPED_FUNC(line_commented, f);
+/* TVM_FFI_DLL_EXPORT_TYPED_FUNC(block_commented, f);
+   TVM_FFI_DLL_EXPORT_TYPED_FUNC(block_commented_2, f); */
+const char* s = "// not a comment \" TVM_FFI_DLL_EXPORT_TYPED_FUNC(quoted, f);";
+const char q = '"';
+#if 0  // kept for the A/B
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(if_zero, f);
+#ifdef EMBER_X
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nested_in_if_zero, f);
+#endif
+#else
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(else_of_if_zero, f);
+#endif
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(real, f);  /* a trailing comment */ // and another
+"""
+    assert exported_names(source) == {"else_of_if_zero", "real"}
 
 
 def test_sync_fails_when_an_argument_is_renamed() -> None:
