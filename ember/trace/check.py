@@ -2,39 +2,36 @@
 R8.11, R8.15).
 
 Each check takes its inputs as arguments and returns a list of problems (empty: in sync), so a
-test can feed it a mutated export list, signature or definitions directory and see it fail.
+test can feed it an edited source (``binding_problems``' ``read``), signature or definitions
+directory and see it fail.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
+import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType, ModuleType
 from typing import Any
 
+from ember.jit.spec import KernelSpec
 from ember.trace import TraceTemplate, write_definitions
+from ember.trace.calls import UNKNOWN, ModuleCall, module_calls
 
 __all__ = [
-    "binding_exports",
+    "binding_problems",
     "definition_problems",
     "export_problems",
     "exported_names",
-    "module_calls",
     "signature_problems",
+    "specs_by_builder",
 ]
 
 _EXPORT = re.compile(r"TVM_FFI_DLL_EXPORT_TYPED_FUNC\(\s*(\w+)\s*,")
-# `mod.name`, `_getter(...).name` or `getattr(mod, "name")`: a function of a loaded module; and
-# act's `_gated("name", ...)`, which looks its export up by that name (`_torch()` is torch).
-_CALL = re.compile(
-    r"\b(?:mod|_(?!torch\b)\w+\([^()]*\))\.(\w+)\b"
-    r"|getattr\((?:mod|_(?!torch\b)\w+\([^()]*\)),\s*\"(\w+)\"\)"
-    r"|\b_gated\(\s*\"(\w+)\""
-)
-
-
 _IF_0 = re.compile(r"\s*#\s*if\s+0\s*$")
 _IF = re.compile(r"\s*#\s*if(?:n?def)?\b")
 _ELSE = re.compile(r"\s*#\s*(?:else|elif)\b")
@@ -94,26 +91,119 @@ def exported_names(source: str) -> set[str]:
     return set(_EXPORT.findall(_live_lines(_code_only(source))))
 
 
-def binding_exports(sources: Iterable[Path]) -> set[str]:
-    """The names the bindings in ``sources`` export (:func:`exported_names`)."""
-    return {m for p in sources for m in exported_names(p.read_text())}
+def binding_problems(
+    generate: Callable[[], Iterable[KernelSpec]], read: Callable[[Path], str] = Path.read_text
+) -> list[str]:
+    """The export check of one family (its ``@register`` generator): every module function its op
+    module uses is exported by every spec the use's module can be built from. ``read`` reads the
+    Python and C++ sources (a test passes one that edits a file)."""
+    module = importlib.import_module(generate.__module__)
+    calls = module_calls(read(Path(str(module.__file__))))
+    builders = {b for c in calls for b in c.builders} - {UNKNOWN}
+    made, orphans = specs_by_builder(module, builders, generate)
+    texts: dict[Path, set[str]] = {}
+
+    def exports(spec: KernelSpec) -> set[str]:
+        for src in spec.sources:
+            if src not in texts:
+                texts[src] = exported_names(read(src))
+        return set().union(*(texts[src] for src in spec.sources))
+
+    out = export_problems(module.__name__, calls, made, exports)
+    return out + [
+        f"{module.__name__}: the family registers {spec.uri}, made by none of the spec "
+        f"functions its modules are built by ({sorted(builders)}), so no call is checked "
+        "against its exports; yield specs from the spec function passed to build_and_load"
+        for spec in orphans
+    ]
 
 
-def module_calls(source: str) -> set[str]:
-    """The module functions a Python source calls (``mod.<name>(`` / ``_getter().<name>(``)."""
-    return {name for groups in _CALL.findall(source) for name in groups if name}
+def specs_by_builder(
+    module: ModuleType, builders: Iterable[str], generate: Callable[[], Iterable[KernelSpec]]
+) -> tuple[dict[str, list[KernelSpec]], list[KernelSpec]]:
+    """Run a family's generator and see which of ``module``'s spec functions (``builders``) made
+    each spec: ``({builder: specs}, the specs none of them made)``."""
+    codes = {}
+    for name in builders:
+        fn = getattr(module, name, None)
+        if callable(fn) and hasattr(inspect.unwrap(fn), "__code__"):
+            codes[inspect.unwrap(fn).__code__] = name
+    returned: list[tuple[Any, str]] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "return" and frame.f_code in codes and isinstance(arg, KernelSpec):
+            returned.append((arg, codes[frame.f_code]))
+
+    # NOTE: a profile hook, not patched module globals: it sees the spec functions however the
+    # generator reaches them, and only on this thread.
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        specs = list(generate())
+    finally:
+        sys.setprofile(previous)
+    made: dict[str, list[KernelSpec]] = {}
+    orphans = []
+    for spec in specs:
+        by = [name for s, name in returned if s is spec]
+        if by:
+            made.setdefault(by[0], []).append(spec)
+        else:
+            orphans.append(spec)
+    return made, orphans
 
 
-def export_problems(calls: Mapping[str, set[str]], exports: Mapping[str, set[str]]) -> list[str]:
-    """Every module function called from an op module must be exported by one of its specs."""
+def export_problems(
+    where: str,
+    calls: Iterable[ModuleCall],
+    made: Mapping[str, Sequence[KernelSpec]],
+    exports: Callable[[KernelSpec], set[str]],
+) -> list[str]:
+    """Every use in op module ``where`` of a module function (``calls``) is exported by the
+    binding of every spec its module can be built from (``made``: spec function -> the
+    registered specs it made)."""
     out = []
-    for where, names in sorted(calls.items()):
-        have = exports.get(where, set())
-        for name in sorted(names - have):
+    # (name, builder, exports, sources) -> the uris missing it (dicts: ordered sets)
+    missing: dict[tuple[str, str, tuple[str, ...], tuple[str, ...]], dict[str, None]] = {}
+    sites: dict[tuple[str, str], dict[str, None]] = {}
+    for call in calls:
+        at = f"{where}:{call.line} ({call.function})"
+        if not call.name:
             out.append(
-                f"{where} calls mod.{name}() but no binding of its specs exports it "
-                f"(TVM_FFI_DLL_EXPORT_TYPED_FUNC names: {sorted(have)})"
+                f"{at} looks a module function up by a name the check cannot read; pass a "
+                "string constant to getattr (or to the parameter it forwards)"
             )
+            continue
+        if not call.builders or UNKNOWN in call.builders:
+            out.append(
+                f"{at} calls mod.{call.name}() on a module the check cannot tie to a spec "
+                "function; get the module from a getter that returns build_and_load(<spec "
+                "function>(...)), called in the same function (ember/trace/calls.py)"
+            )
+            continue
+        for builder in sorted(call.builders):
+            sites.setdefault((call.name, builder), {})[f"{call.function}() line {call.line}"] = None
+            for spec in made.get(builder, ()):
+                names = exports(spec)
+                if call.name not in names:
+                    files = tuple(p.name for p in spec.sources)
+                    key = (call.name, builder, tuple(sorted(names)), files)
+                    missing.setdefault(key, {})[spec.uri] = None
+    for builder in sorted({b for _, b in sites} - set(made)):
+        used = sorted({name for name, b in sites if b == builder})
+        out.append(
+            f"{where} calls {', '.join(f'mod.{n}()' for n in used)} on modules built by "
+            f"{builder}(), but its family's @register generator yields no spec from "
+            f"{builder}(), so no export is checked; yield its specs there (R3.12)"
+        )
+    for (name, builder, have, files), uris in missing.items():
+        specs = f"spec{'s' if len(uris) > 1 else ''} {', '.join(uris)}"
+        out.append(
+            f"{where} calls mod.{name}() ({', '.join(sites[name, builder])}) on modules built "
+            f"by {builder}(), but the binding of {specs} ({', '.join(files)}) does not export "
+            f"it (TVM_FFI_DLL_EXPORT_TYPED_FUNC names: {list(have)}); export it there or call "
+            "a name it exports"
+        )
     return out
 
 
