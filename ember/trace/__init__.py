@@ -111,6 +111,12 @@ class TraceTemplate:
     (R3.15), or the op an in-place variant forwards ``**kwargs`` to."""
     opaque: tuple[str, ...] = ()
     """Required parameters that carry no tensor of the definition (a plan/run op's ``plan``)."""
+    untraced: tuple[str, ...] = ()
+    """Parameters (of the op or of ``via``) the definition does not carry: run-time controls
+    (``check``, ``seed``, ``offset``, ``generator``, ``return_lse``), layouts, and options the
+    definition fixes at their defaults (its reference computes the default). ember-side only:
+    not written to the definition. With the inputs, ``opaque`` and the output buffers (``out``,
+    ``out_*``), they must account for every parameter of the op (``tests/unit/test_sync.py``)."""
     small: Mapping[str, int] = field(default_factory=dict)
     """Small values of every axis, for the CPU and GPU reference tests."""
 

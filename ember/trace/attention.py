@@ -159,6 +159,7 @@ BATCH_DECODE = TraceTemplate(
     bind=_paged,
     via=("plan_batch_decode",),
     opaque=("plan",),
+    untraced=("return_lse",),  # the definition always outputs the LSE
     small={**_PAGED_SMALL, "num_qo_heads": 8, "num_kv_heads": 2, "head_dim": 128},
 )
 
@@ -178,6 +179,8 @@ SINGLE_DECODE = TraceTemplate(
     constraints=_GQA,
     reference=single_decode_ref,
     bind=_heads,
+    # the reference: NHD, no soft cap, no window, unscaled KV; the output only
+    untraced=("layout", "logits_soft_cap", "window_left", "k_scale", "v_scale", "return_lse"),
     small={"kv_len": 37, "num_qo_heads": 8, "num_kv_heads": 2, "head_dim": 128},
 )
 
@@ -215,6 +218,7 @@ APPEND_PAGED_KV_CACHE = TraceTemplate(
         "page_size": PAGE_SIZE,
     },
     tags=("inplace",),
+    untraced=("layout",),  # the reference's cache is NHD
     small={**_PAGED_SMALL, "nnz": 5, "num_kv_heads": 2, "head_dim": 64},
 )
 

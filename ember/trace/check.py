@@ -27,6 +27,8 @@ __all__ = [
     "definition_problems",
     "export_problems",
     "exported_names",
+    "is_output_buffer",
+    "parameter_problems",
     "signature_problems",
     "specs_by_builder",
 ]
@@ -226,7 +228,8 @@ def signature_problems(
     op: str, fn: Callable[..., Any], template: TraceTemplate, via: Mapping[str, Callable[..., Any]]
 ) -> list[str]:
     """The template agrees with the op: inputs name its parameters (or those of ``via``), every
-    required parameter is an input (or opaque), and the reference's parameters are the inputs."""
+    parameter is accounted for (:func:`parameter_problems`), and the reference's parameters are
+    the inputs."""
     out = []
     if template.op != op:
         out.append(f"{op}: its trace template is for {template.op!r}")
@@ -244,8 +247,7 @@ def signature_problems(
                 f"{' or of ' + ', '.join(template.via) if template.via else ''}"
                 f" (parameters: {named}); rename it in the template or the signature"
             )
-    for name in sorted(required - set(template.inputs) - set(template.opaque)):
-        out.append(f"{op}: required parameter {name!r} is not a trace input")
+    out += parameter_problems(op, named, required, allowed, template)
     ref = list(inspect.signature(template.reference).parameters)
     if ref != list(template.inputs):
         out.append(
@@ -256,6 +258,53 @@ def signature_problems(
             if ax not in template.axes:
                 out.append(f"{op}: shape names undefined axis {ax!r}")
     return out
+
+
+def is_output_buffer(name: str) -> bool:
+    """``out``, ``out_q``, ``out_lse``...: a caller's buffer for an output, not a trace input."""
+    return name == "out" or name.startswith("out_")
+
+
+def parameter_problems(
+    op: str, named: list[str], required: set[str], allowed: set[str], template: TraceTemplate
+) -> list[str]:
+    """Every parameter in ``named`` (the op's, ``**kwargs`` aside) is a trace input, an output
+    buffer (:func:`is_output_buffer`), ``opaque`` or ``untraced``; every name the template lists
+    in ``opaque`` (the op's parameters) or ``untraced`` (``allowed``: the op's or its ``via``
+    functions') is one and is not also an input."""
+    out = []
+    where = _template_name(template)
+    for field, names, scope in (
+        ("opaque", template.opaque, set(named)),
+        ("untraced", template.untraced, allowed),
+    ):
+        for name in names:
+            if name not in scope:
+                out.append(
+                    f"{op}: {where} lists {name!r} in {field}, but ember.{op} has no such "
+                    f"parameter (parameters: {named}); rename it there or drop it"
+                )
+            elif name in template.inputs:
+                out.append(f"{op}: {where} lists trace input {name!r} in {field} too; drop it")
+    accounted = {*template.inputs, *template.opaque, *template.untraced}
+    for name in named:
+        if name not in accounted and not is_output_buffer(name):
+            kind = "required" if name in required else "optional"
+            out.append(
+                f"{op}: {kind} parameter {name!r} is not a trace input, an output buffer (out, "
+                f"out_*), opaque or untraced; name it out/out_* if it is an output buffer, else "
+                f"add it to the inputs of {where}, or to its untraced=(...) if the definition "
+                "does not carry it (R8.6, R8.11)"
+            )
+    return out
+
+
+def _template_name(template: TraceTemplate) -> str:
+    """``RMSNORM (ember/trace/dense.py)``: where the template is defined."""
+    module = sys.modules.get(template.reference.__module__)
+    names = [k for k, v in vars(module).items() if v is template] if module else []
+    path = template.reference.__module__.replace(".", "/") + ".py"
+    return f"{names[0] if names else 'the template of ' + template.op} ({path})"
 
 
 def definition_problems(committed: Path, generated: Path | None = None) -> list[str]:

@@ -225,6 +225,8 @@ def _rope(op: str, inplace: bool) -> TraceTemplate:
         bind=_heads,
         tags=("inplace",) if inplace else (),
         via=("apply_rope",),
+        # the reference rotates all of head_dim, NeoX pairs, unscaled frequencies
+        untraced=("rotary_dim", "interleave", "rope_scale", "llama31_scaling"),
         small=_ROPE_SMALL,
     )
 
@@ -247,6 +249,7 @@ def _rope_cos_sin(op: str, inplace: bool) -> TraceTemplate:
         reference=apply_rope_cos_sin_ref,
         bind=_heads,
         tags=("inplace",) if inplace else (),
+        untraced=("interleave",),  # the reference uses NeoX pairs
         small={**_ROPE_SMALL, "max_position": 16},
     )
 

@@ -170,6 +170,9 @@ _TOP_P = Tensor(_ROW, "float32", "Per-row p in (0, 1]; >= 1: off.")
 _MIN_P = Tensor(_ROW, "float32", "Per-row min-p in [0, 1]; <= 0: off.")
 _SAMPLES = {"samples": Tensor(_ROW, "int32", "One token index per row.")}
 _SMALL = {"batch_size": 4, "vocab_size": 1000}
+# NOTE: what the definitions do not carry: the filters of the plain samplers (off in their
+# definitions; each filter has its own op and definition), the random stream, the row check.
+_SAMPLER_OPTIONS = ("top_k", "top_p", "min_p", "seed", "offset", "generator", "check")
 
 
 def _template(
@@ -180,6 +183,7 @@ def _template(
     outputs: dict[str, Tensor],
     *,
     stochastic: bool,
+    untraced: tuple[str, ...] = (),
 ) -> TraceTemplate:
     return TraceTemplate(
         op=op,
@@ -192,6 +196,7 @@ def _template(
         reference=ref,
         bind=_vocab,
         tags=("stochastic",) if stochastic else (),
+        untraced=untraced,
         small=_SMALL,
     )
 
@@ -211,6 +216,7 @@ SAMPLING_FROM_PROBS = _template(
     {"probs": _PROBS},
     _SAMPLES,
     stochastic=True,
+    untraced=_SAMPLER_OPTIONS,
 )
 SAMPLING_FROM_LOGITS = _template(
     "sampling_from_logits",
@@ -219,6 +225,7 @@ SAMPLING_FROM_LOGITS = _template(
     {"logits": _LOGITS, "temperature": _TEMPERATURE},
     _SAMPLES,
     stochastic=True,
+    untraced=_SAMPLER_OPTIONS,
 )
 MIN_P_SAMPLING_FROM_PROBS = _template(
     "min_p_sampling_from_probs",
@@ -267,6 +274,7 @@ TOP_K_RENORM_PROBS = _template(
     {"probs": _PROBS, "top_k": _TOP_K},
     {"renorm_probs": Tensor(_GRID, "float32")},
     stochastic=False,
+    untraced=("check",),
 )
 TOP_P_RENORM_PROBS = _template(
     "top_p_renorm_probs",
@@ -275,6 +283,7 @@ TOP_P_RENORM_PROBS = _template(
     {"probs": _PROBS, "top_p": _TOP_P},
     {"renorm_probs": Tensor(_GRID, "float32")},
     stochastic=False,
+    untraced=("check",),
 )
 TOP_K_MASK_LOGITS = _template(
     "top_k_mask_logits",
@@ -283,4 +292,5 @@ TOP_K_MASK_LOGITS = _template(
     {"logits": _LOGITS, "top_k": _TOP_K},
     {"masked_logits": Tensor(_GRID, "float32")},
     stochastic=False,
+    untraced=("check",),
 )

@@ -6,6 +6,7 @@ regenerating makes it fail."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from pathlib import Path
@@ -127,9 +128,10 @@ def test_every_module_call_is_exported_by_each_spec_its_module_can_be_built_from
 
 
 def test_trace_templates_agree_with_the_api_and_definitions_are_current() -> None:
-    """Every public op has a template whose inputs name its parameters and whose reference takes
-    them; plan_batch_decode is the one exemption; definitions/ is what `ember trace generate`
-    writes now (regenerated into a temp dir and diffed)."""
+    """Every public op has a template whose inputs name its parameters, which accounts for every
+    other parameter, and whose reference takes the inputs; plan_batch_decode is the one
+    exemption; definitions/ is what `ember trace generate` writes now (regenerated into a temp
+    dir and diffed)."""
     assert set(EXEMPT) == {"plan_batch_decode"}
     assert {t.op for t in TEMPLATES} | set(EXEMPT) == set(PUBLIC_OPS)
     assert trace_problems(REPO / "definitions") == []
@@ -272,6 +274,43 @@ def test_sync_fails_when_an_argument_is_renamed() -> None:
     problems = signature_problems("rmsnorm", rmsnorm, RMSNORM, {})
     assert any("trace input 'x' is not a parameter of ember.rmsnorm" in p for p in problems)
     assert any("required parameter 'inp' is not a trace input" in p for p in problems)
+
+
+def test_sync_fails_when_an_optional_argument_is_renamed() -> None:
+    def rmsnorm(x, weight, eps=1e-6, *, dst=None):  # `out` renamed to `dst`
+        return x
+
+    assert signature_problems("rmsnorm", rmsnorm, RMSNORM, {}) == [
+        "rmsnorm: optional parameter 'dst' is not a trace input, an output buffer (out, out_*),"
+        " opaque or untraced; name it out/out_* if it is an output buffer, else add it to the"
+        " inputs of RMSNORM (ember/trace/dense.py), or to its untraced=(...) if the definition"
+        " does not carry it (R8.6, R8.11)"
+    ]
+
+
+def test_sync_fails_when_an_untraced_name_is_not_a_parameter_or_is_an_input() -> None:
+    """The template's untraced list is checked both ways: a stale name fails too."""
+    from ember.ops.sampling import top_k_renorm_probs
+    from ember.trace.sampling import TOP_K_RENORM_PROBS
+
+    def renamed(probs, top_k, *, out=None, validate=False):  # `check` renamed to `validate`
+        return probs
+
+    problems = signature_problems("top_k_renorm_probs", renamed, TOP_K_RENORM_PROBS, {})
+    assert problems == [
+        "top_k_renorm_probs: TOP_K_RENORM_PROBS (ember/trace/sampling.py) lists 'check' in"
+        " untraced, but ember.top_k_renorm_probs has no such parameter (parameters: ['probs',"
+        " 'top_k', 'out', 'validate']); rename it there or drop it",
+        "top_k_renorm_probs: optional parameter 'validate' is not a trace input, an output buffer"
+        " (out, out_*), opaque or untraced; name it out/out_* if it is an output buffer, else add"
+        " it to the inputs of TOP_K_RENORM_PROBS (ember/trace/sampling.py), or to its"
+        " untraced=(...) if the definition does not carry it (R8.6, R8.11)",
+    ]
+    both = dataclasses.replace(TOP_K_RENORM_PROBS, untraced=("check", "top_k"))
+    assert signature_problems("top_k_renorm_probs", top_k_renorm_probs, both, {}) == [
+        "top_k_renorm_probs: the template of top_k_renorm_probs (ember/trace/sampling.py) lists"
+        " trace input 'top_k' in untraced too; drop it"
+    ]
 
 
 def test_sync_fails_when_a_reference_is_edited_without_regenerating(tmp_path) -> None:
