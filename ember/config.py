@@ -155,7 +155,7 @@ class _Spec(Generic[T]):
     type_doc: str
     default_doc: str
     doc: str
-    diagnostic: bool
+    diagnostic: bool | Callable[[T], bool]  # True, or which values are diagnostic
 
 
 class Knob(Generic[T]):
@@ -170,7 +170,7 @@ class Knob(Generic[T]):
         type_doc: str,
         default_doc: str,
         doc: str,
-        diagnostic: bool = False,
+        diagnostic: bool | Callable[[T], bool] = False,
     ) -> None:
         self.spec = _Spec(env, parse, default, type_doc, default_doc, doc, diagnostic)
         self.name = ""
@@ -307,7 +307,10 @@ class Knobs:
     extra_cuda_flags: Knob[tuple[str, ...]] = Knob(
         "EMBER_EXTRA_CUDA_FLAGS", _parse_flags, tuple,
         type_doc="flags", default_doc="none",
-        doc="Extra nvcc flags appended to every CUDA compile; part of the cache key.",
+        doc="Extra nvcc flags appended to every CUDA compile; part of the cache key. A `-DEMBER_*` "
+            "flag is a kernel's A/B switch (e.g. `-DEMBER_ACT_FLAT=0`): it replaces the measured "
+            "default algorithm, so it is diagnostic; bench rows record it (R4.16).",
+        diagnostic=lambda flags: any(f.startswith("-DEMBER_") for f in flags),
     )  # fmt: skip
     prebuilt_path: Knob[tuple[Path, ...]] = Knob(
         "EMBER_PREBUILT_PATH", _parse_paths, tuple,
@@ -456,8 +459,15 @@ class DiagnosticKnobWarning(UserWarning):
     """A diagnostic control (R6.15) is set: fine while diagnosing, wrong as a production default."""
 
 
+def _is_diagnostic(knob: Knob[Any], value: Any) -> bool:
+    d = knob.spec.diagnostic
+    if callable(d):
+        return bool(d(value))
+    return d and value != knob.spec.default()
+
+
 def _warn_diagnostic(knob: Knob[Any], value: Any) -> None:
-    if value == knob.spec.default() or knob.spec.env in _WARNED:
+    if not _is_diagnostic(knob, value) or knob.spec.env in _WARNED:
         return
     _WARNED.add(knob.spec.env)
     import warnings
@@ -479,7 +489,7 @@ def warn_diagnostic_knobs() -> list[str]:
     for k in Knobs.all():
         if k.spec.diagnostic and k.source(knobs) != "default":
             value = getattr(knobs, k.name)
-            if value != k.spec.default():
+            if _is_diagnostic(k, value):
                 found.append(k.spec.env)
                 _warn_diagnostic(k, value)
     return found
@@ -490,6 +500,9 @@ def knobs_markdown_table() -> str:
     rows = ["| variable | type | default | meaning |", "|---|---|---|---|"]
     for k in Knobs.all():
         s = k.spec
-        doc = f"**Diagnostic** (warns when set): {s.doc}" if s.diagnostic else s.doc
+        if callable(s.diagnostic):
+            doc = f"**Diagnostic** for some values (warns for them): {s.doc}"
+        else:
+            doc = f"**Diagnostic** (warns when set): {s.doc}" if s.diagnostic else s.doc
         rows.append(f"| `{s.env}` | {s.type_doc} | {s.default_doc} | {doc} |")
     return "\n".join(rows) + "\n"

@@ -21,8 +21,18 @@ OPS = ["silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"]
 # (tokens, d): decode and prefill sizes, model widths (Llama-3 14336, Qwen 18944), odd widths
 # that take the one-element path, a width of one.
 # (2053, 4096) and (1024, 14336): at least 2^20 16-byte accesses, the large-problem kernels
-SHAPES = [(1, 14336), (7, 11008), (64, 14336), (300, 4096), (3, 1), (5, 7), (33, 1000), (2, 18944),
-          (2053, 4096), (1024, 14336)]
+SHAPES = [
+    (1, 14336),
+    (7, 11008),
+    (64, 14336),
+    (300, 4096),
+    (3, 1),
+    (5, 7),
+    (33, 1000),
+    (2, 18944),
+    (2053, 4096),
+    (1024, 14336),
+]
 
 
 def reference(op: str, x: torch.Tensor) -> torch.Tensor:

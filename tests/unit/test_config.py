@@ -163,12 +163,32 @@ def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("fresh_warnings")
 def test_diagnostic_knobs_are_marked_and_documented() -> None:
     """R6.15: the controls that are diagnosis aids say so in the docs table."""
-    marked = {k.spec.env for k in Knobs.all() if k.spec.diagnostic}
+    marked = {k.spec.env for k in Knobs.all() if k.spec.diagnostic is True}
     assert marked == set(DIAGNOSTIC)
     table = knobs_markdown_table()
     for env in marked:
         row = next(r for r in table.splitlines() if r.startswith(f"| `{env}` |"))
         assert "**Diagnostic** (warns when set)" in row
+    some = {k.spec.env for k in Knobs.all() if callable(k.spec.diagnostic)}
+    assert some == {"EMBER_EXTRA_CUDA_FLAGS"}
+    row = next(r for r in table.splitlines() if r.startswith("| `EMBER_EXTRA_CUDA_FLAGS` |"))
+    assert "**Diagnostic** for some values" in row and "-DEMBER_" in row
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_kernel_ab_switches_warn_and_other_extra_flags_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # R6.15: a -DEMBER_* switch replaces a kernel's measured default algorithm
+    from ember.config import DiagnosticKnobWarning, warn_diagnostic_knobs
+
+    monkeypatch.setenv("EMBER_EXTRA_CUDA_FLAGS", "-lineinfo -DNDEBUG")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_diagnostic_knobs() == []
+    monkeypatch.setenv("EMBER_EXTRA_CUDA_FLAGS", "-lineinfo -DEMBER_ACT_FLAT=0")
+    with pytest.warns(DiagnosticKnobWarning, match="EMBER_EXTRA_CUDA_FLAGS=.*ACT_FLAT"):
+        assert warn_diagnostic_knobs() == ["EMBER_EXTRA_CUDA_FLAGS"]
 
 
 @pytest.mark.usefixtures("fresh_warnings")
