@@ -130,6 +130,103 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
 }
 
+#ifndef EMBER_SOFTMAX_PERSISTENT
+#define EMBER_SOFTMAX_PERSISTENT 0  // NOTE: 1 = softmax_persistent_kernel on many rows (A/B)
+#endif
+// The largest chunk softmax_persistent_kernel takes: a row of up to 131 072 elements; its next
+// row's chunk is held in 8 (fp32) or 4 (16-bit) 16-byte registers a thread.
+constexpr int kPersistentMaxChunk = 16384;
+
+// softmax_kernel on more rows than its clusters can hold at once (128 rows of 128 256 fp32 take
+// 2.6 waves of 3 CTAs an SM whose load, reduce and store phases run in lockstep, memory idle
+// while a wave reduces). Here a cluster loops over rows r, r + clusters, ...; while it reduces
+// and stores row r, the loads of its next row are in flight into registers, then go to shared
+// memory at the top of the next iteration. Registers cap it at 2 CTAs an SM; the grid is what
+// fits at once (cudaOccupancyMaxActiveClusters), so every cluster stays resident.
+template <typename T>
+__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
+    softmax_persistent_kernel(SoftmaxParams p) {
+  namespace cg = cooperative_groups;
+  constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
+  struct alignas(16) Pack {
+    T v[kE];
+  };
+  cg::cluster_group cluster = cg::this_cluster();
+  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 2 exchange slots
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t clusters = gridDim.x / kSoftmaxCluster;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int64_t left = p.vocab - begin;
+  const int n = left <= 0 ? 0 : static_cast<int>(left < p.chunk ? left : p.chunk);
+  const int packs = n / kE;  // the vector path: n is a multiple of kE
+  const int t = static_cast<int>(threadIdx.x);
+  Pack next[kPacks];
+  auto issue = [&](int64_t row) {
+    const Pack* src = reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
+                                                    row * p.logits_row_stride + begin);
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
+    }
+  };
+  int64_t row = blockIdx.x / kSoftmaxCluster;
+  pdl_wait();
+  if (row < p.rows) issue(row);
+  for (; row < p.rows; row += clusters) {
+    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
+    const float inv_t = 1.f / t_row;
+    float mx = -INFINITY;
+    __syncthreads();  // the previous row's store pass is done reading row_smem
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      const int i = t + u * kSoftmaxThreads;
+      if (i < packs) {
+        float v[kE];
+#pragma unroll
+        for (int j = 0; j < kE; ++j) {
+          v[j] = to_float(next[u].v[j]) * inv_t;
+          mx = fmaxf(mx, v[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kE; j += 4) {
+          *reinterpret_cast<float4*>(row_smem + i * kE + j) =
+              make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+        }
+      }
+    }
+    if (row + clusters < p.rows) issue(row + clusters);  // in flight while this row finishes
+    mx = block_reduce<true>(mx, scratch);                // (its barrier also publishes row_smem)
+    // NOTE: the exchange slots need no barrier of their own between rows: a CTA writes slot 0
+    // (1) of row k + 1 only after every CTA has passed row k's second (row k + 1's first)
+    // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
+    if (t == 0) exchange[0] = mx;
+    cluster.sync();
+    float m = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < kSoftmaxCluster; ++r) m = fmaxf(m, cluster.map_shared_rank(exchange, r)[0]);
+    float sum = 0.f;
+    for (int i = t; i < n; i += kSoftmaxThreads) {
+      const float e = __expf(row_smem[i] - m);
+      row_smem[i] = e;
+      sum += e;
+    }
+    sum = block_reduce<false>(sum, scratch);
+    if (t == 0) exchange[1] = sum;
+    cluster.sync();
+    float total = 0.f;
+#pragma unroll
+    for (int r = 0; r < kSoftmaxCluster; ++r) total += cluster.map_shared_rank(exchange, r)[1];
+    const float inv_s = 1.f / total;
+    float* out = p.probs + row * p.probs_row_stride + begin;
+    for (int i = t; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
+  }
+  cluster.sync();  // no CTA leaves while another still reads its exchange slots
+  pdl_launch_dependents();
+}
+
 // Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so each (seed, offset, row)
 // gives the same numbers on any GPU and in any launch order.
 __device__ __forceinline__ uint4 philox(uint4 c, uint2 k) {
@@ -693,10 +790,42 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
 }
 
+// Clusters of softmax_persistent_kernel<T> that fit the device at once for a chunk (0: none, or
+// the query failed), asked once per device and chunk size.
+template <typename T>
+int persistent_clusters(const SoftmaxParams& p, size_t smem) {
+  constexpr int kMaxDevices = 64;
+  static int chunk_of[kMaxDevices] = {};
+  static int clusters_of[kMaxDevices] = {};
+  if (p.device < 0 || p.device >= kMaxDevices) return 0;
+  if (chunk_of[p.device] == p.chunk) return clusters_of[p.device];
+  constexpr auto kernel = softmax_persistent_kernel<T>;
+  int clusters = 0;
+  if (allow_dynamic_smem<kernel>(smem) == cudaSuccess) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(kSoftmaxCluster * 64);
+    config.blockDim = dim3(kSoftmaxThreads);
+    config.dynamicSmemBytes = smem;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) clusters = 0;
+  }
+  cudaGetLastError();  // a failed query leaves no sticky error; the caller falls back
+  chunk_of[p.device] = p.chunk;
+  clusters_of[p.device] = clusters;
+  return clusters;
+}
+
 template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
   const size_t smem = (static_cast<size_t>(p.chunk) + 2) * sizeof(float);
+  if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk <= kPersistentMaxChunk) {
+    const int clusters = persistent_clusters<T>(p, smem);
+    if (clusters > 0 && p.rows > clusters) {
+      return launch_kernel<softmax_persistent_kernel<T>>(
+          dim3(static_cast<unsigned>(clusters * kSoftmaxCluster)), dim3(kSoftmaxThreads), smem,
+          stream, p.pdl, p.device, p);
+    }
+  }
   const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
   if (p.vec) {
     return launch_kernel<softmax_kernel<T, true>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
