@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Session 7's closing H200 run (device tool, `.whl` carried; output under $OUT; <= ~9.5 minutes),
-# most important first, each step bounded: issue 6's GPU half (tools/h200_apilog.py), the harness rows for the changed kernels against the fastest peers measured for
-# them (torch.compile and Liger), with two flat-kernel block-size variants of silu and the __expf/__fdividef form (-DEMBER_ACT_MUFU=0) for A/B;
-# then the whole GPU suite.
+# most important first, each step bounded: issue 6's GPU half (tools/h200_apilog.py), the harness
+# rows for the changed kernels against the fastest peers measured for them (torch.compile and
+# Liger), with two flat-kernel block-size variants of silu and the __expf/__fdividef form
+# (-DEMBER_ACT_MUFU=0) for A/B; then the whole GPU suite.
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_final7.sh
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
