@@ -82,6 +82,34 @@ __device__ __forceinline__ void load_chunk(const T* in, int n, float* dst, F&& f
   }
 }
 
+// The cluster-wide half of a softmax over a row whose CTA chunks (n values each, already scaled)
+// sit in row_smem, `mx` this thread's running maximum: the CTAs' maxima go through exchange[0],
+// each chunk becomes exp(x - max) in place, the sums go through exchange[1]; returns 1 / the
+// row's sum. Two cluster barriers; the caller's last read of a peer's slots is behind the second.
+__device__ __forceinline__ float exp_and_normalizer(cooperative_groups::cluster_group& cluster,
+                                                    float* row_smem, int n, float mx,
+                                                    float* exchange, float* scratch) {
+  mx = block_reduce<true>(mx, scratch);  // (its barrier also publishes row_smem)
+  if (threadIdx.x == 0) exchange[0] = mx;
+  cluster.sync();
+  float m = -INFINITY;
+#pragma unroll
+  for (int r = 0; r < kSoftmaxCluster; ++r) m = fmaxf(m, cluster.map_shared_rank(exchange, r)[0]);
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
+    const float e = __expf(row_smem[i] - m);
+    row_smem[i] = e;
+    sum += e;
+  }
+  sum = block_reduce<false>(sum, scratch);
+  if (threadIdx.x == 0) exchange[1] = sum;
+  cluster.sync();
+  float s = 0.f;
+#pragma unroll
+  for (int r = 0; r < kSoftmaxCluster; ++r) s += cluster.map_shared_rank(exchange, r)[1];
+  return 1.f / s;
+}
+
 template <typename T, bool VEC>
 __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads)
     softmax_kernel(SoftmaxParams p) {
@@ -105,27 +133,9 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     mx = fmaxf(mx, x);
     return x;
   });
-  mx = block_reduce<true>(mx, scratch);
-  if (threadIdx.x == 0) exchange[0] = mx;
-  cluster.sync();
-  float m = -INFINITY;
-#pragma unroll
-  for (int r = 0; r < kSoftmaxCluster; ++r) m = fmaxf(m, cluster.map_shared_rank(exchange, r)[0]);
-  float sum = 0.f;
-  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
-    const float e = __expf(row_smem[i] - m);
-    row_smem[i] = e;
-    sum += e;
-  }
-  sum = block_reduce<false>(sum, scratch);
-  if (threadIdx.x == 0) exchange[1] = sum;
-  cluster.sync();
-  float s = 0.f;
-#pragma unroll
-  for (int r = 0; r < kSoftmaxCluster; ++r) s += cluster.map_shared_rank(exchange, r)[1];
+  const float inv_s = exp_and_normalizer(cluster, row_smem, n, mx, exchange, scratch);
   cluster.sync();  // no CTA leaves while another still reads its exchange slots
   pdl_launch_dependents();
-  const float inv_s = 1.f / s;
   float* out = p.probs + row * p.probs_row_stride + begin;
   for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
 }
@@ -198,28 +208,10 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       }
     }
     if (row + clusters < p.rows) issue(row + clusters);  // in flight while this row finishes
-    mx = block_reduce<true>(mx, scratch);                // (its barrier also publishes row_smem)
     // NOTE: the exchange slots need no barrier of their own between rows: a CTA writes slot 0
     // (1) of row k + 1 only after every CTA has passed row k's second (row k + 1's first)
     // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
-    if (t == 0) exchange[0] = mx;
-    cluster.sync();
-    float m = -INFINITY;
-#pragma unroll
-    for (int r = 0; r < kSoftmaxCluster; ++r) m = fmaxf(m, cluster.map_shared_rank(exchange, r)[0]);
-    float sum = 0.f;
-    for (int i = t; i < n; i += kSoftmaxThreads) {
-      const float e = __expf(row_smem[i] - m);
-      row_smem[i] = e;
-      sum += e;
-    }
-    sum = block_reduce<false>(sum, scratch);
-    if (t == 0) exchange[1] = sum;
-    cluster.sync();
-    float total = 0.f;
-#pragma unroll
-    for (int r = 0; r < kSoftmaxCluster; ++r) total += cluster.map_shared_rank(exchange, r)[1];
-    const float inv_s = 1.f / total;
+    const float inv_s = exp_and_normalizer(cluster, row_smem, n, mx, exchange, scratch);
     float* out = p.probs + row * p.probs_row_stride + begin;
     for (int i = t; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
   }
