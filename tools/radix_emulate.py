@@ -19,6 +19,8 @@ import torch
 from ember.testing.reference import filter_threshold_ref
 
 RETRIES: list[int] = []
+ABSOLUTE = (24, 16, 8, 0)  # digit shifts over the whole 32-bit key
+RELATIVE = (20, 12, 4, 0)  # over key - bound when the bound is the cut or above (< 2^28 keys)
 
 
 def order_key(x: np.ndarray) -> np.ndarray:
@@ -33,6 +35,16 @@ class Query:
     by_mass: bool
     want: int = 0
     ratio: float = 0.0
+    relative: bool = False  # -DEMBER_FILTER_RELATIVE=1
+
+
+def layout(qy: Query, bound: int) -> tuple[int, tuple[int, ...]]:
+    """The digits' base and shifts: keys >= a bound at or above the cut span at most 2^27 (the
+    cut is the row maximum's key less 16 exponents), so their offsets from the bound need 28 bits
+    and level 0's digit (offset >> 20, at most 128) spreads over the bins."""
+    if qy.relative and qy.cut != 0 and bound >= qy.cut:
+        return bound, RELATIVE
+    return 0, ABSOLUTE
 
 
 def select(v: np.ndarray, scale: np.float32, qy: Query) -> int:
@@ -41,13 +53,17 @@ def select(v: np.ndarray, scale: np.float32, qy: Query) -> int:
     for attempt in range(2):
         bound = qy.cut if attempt == 0 and qy.cut > qy.floor else qy.floor
         prefix, need, retry = 0, qy.want, False
+        base, shifts = layout(qy, bound)
+        r = (k - base) & 0xFFFFFFFF  # (only keys >= bound, so >= base, are ever selected)
         for level in range(4):
-            shift = 24 - 8 * level
-            high = 0 if level == 0 else (0xFFFFFFFF << (shift + 8)) & 0xFFFFFFFF
-            sel = (k >= bound) & ((k & high) == prefix)
+            shift = shifts[level]
+            high = 0 if level == 0 else (0xFFFFFFFF << shifts[level - 1]) & 0xFFFFFFFF
+            width = 8 if level == 0 else shifts[level - 1] - shift
+            sel = (k >= bound) & ((r & high) == prefix)
             below = (k < bound) & (k >= qy.floor)
             rest = int(q[below].sum()) if level == 0 and bound != qy.floor else 0
-            bins = ((k[sel] >> shift) & 255).astype(np.int64)
+            bins = ((r[sel] >> shift) & ((1 << width) - 1)).astype(np.int64)
+            assert level > 0 or int(r[sel].max(initial=0)) >> shift < 256
             sums = [int(q[sel][bins == b].sum()) for b in range(256)]
             own = sums[::-1]  # thread t holds bin 255 - t
             incl = list(itertools.accumulate(own))
@@ -66,13 +82,15 @@ def select(v: np.ndarray, scale: np.float32, qy: Query) -> int:
             prefix |= pick[0] << shift
             need -= pick[2]
             if pick[1] or level == 3:
-                return max(prefix, bound)
+                return max(base + prefix, bound)
         if not retry:
             break
     return qy.floor
 
 
-def threshold_key(v: np.ndarray, top_k: int, top_p: float, min_p: float) -> int:
+def threshold_key(
+    v: np.ndarray, top_k: int, top_p: float, min_p: float, relative: bool = False
+) -> int:
     m = np.float32(v.max())
     if not m > 0:
         return 0
@@ -80,9 +98,9 @@ def threshold_key(v: np.ndarray, top_k: int, top_p: float, min_p: float) -> int:
     cut = int(order_key(np.array([m * np.float32(1.52587890625e-05)], dtype=np.float32))[0])
     tau = 0
     if 0 < top_k < v.size:
-        tau = select(v, scale, Query(0, cut, False, want=top_k))
+        tau = select(v, scale, Query(0, cut, False, want=top_k, relative=relative))
     if top_p < 1:
-        tau = max(tau, select(v, scale, Query(tau, cut, True, ratio=top_p)))
+        tau = max(tau, select(v, scale, Query(tau, cut, True, ratio=top_p, relative=relative)))
     if min_p > 0:
         m_thr = np.array([np.float32(min(min_p, 1)) * m], dtype=np.float32)
         tau = max(tau, int(order_key(m_thr)[0]))
@@ -92,6 +110,7 @@ def threshold_key(v: np.ndarray, top_k: int, top_p: float, min_p: float) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=300)
+    ap.add_argument("--relative", action="store_true", help="model -DEMBER_FILTER_RELATIVE=1")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     bad = 0
@@ -107,7 +126,7 @@ def main() -> None:
         top_k = int(rng.integers(0, n + 2))
         top_p = float(rng.choice([0.0, 0.3, 0.9, 0.999, 1.0, float(rng.random())]))
         min_p = float(rng.choice([0, 0.05, 0.5]))
-        tau = threshold_key(v, top_k, top_p, min_p)
+        tau = threshold_key(v, top_k, top_p, min_p, args.relative)
         kept = order_key(v) >= tau
         thr = filter_threshold_ref(x[None], top_k=top_k, top_p=top_p, min_p=min_p)[0]
         if not np.array_equal(kept, (x >= thr).numpy()):

@@ -37,7 +37,10 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: act_spec("bf16"), ("EMBER_ACT_MUFU=0", "EMBER_ACT_FLAT=0", "EMBER_ACT_STREAM=1")),
     (lambda: act_spec("bf16"), ("EMBER_ACT_FLAT_VPT=2", "EMBER_ACT_FLAT_THREADS=128")),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
-    (lambda: sampling_spec("fp32"), ("EMBER_SOFTMAX_PERSISTENT=1", "EMBER_FILTER_COMPACT=0")),
+    (
+        lambda: sampling_spec("fp32"),
+        ("EMBER_SOFTMAX_PERSISTENT=1", "EMBER_FILTER_COMPACT=0", "EMBER_FILTER_RELATIVE=1"),
+    ),
     (
         lambda: norm_spec("bf16"),
         (

@@ -14,8 +14,10 @@ pytest.importorskip("torch")
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "radix_emulate.py"
 
 
-def test_model_matches_reference(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(sys, "argv", [str(TOOL), "--trials", "60"])
+@pytest.mark.parametrize("layout", [[], ["--relative"]], ids=["absolute", "relative"])
+def test_model_matches_reference(monkeypatch, capsys, layout) -> None:
+    # "relative": the digits of -DEMBER_FILTER_RELATIVE=1 (offsets from a bound at the cut)
+    monkeypatch.setattr(sys, "argv", [str(TOOL), "--trials", "60", *layout])
     with pytest.raises(SystemExit) as done:
         runpy.run_path(str(TOOL), run_name="__main__")
     out = capsys.readouterr().out

@@ -411,6 +411,9 @@ constexpr int kBins = 256;
 #ifndef EMBER_FILTER_COMPACT
 #define EMBER_FILTER_COMPACT 1  // NOTE: 0 = levels 2-3 walk the whole chunk (the v2 kernel; A/B)
 #endif
+#ifndef EMBER_FILTER_RELATIVE
+#define EMBER_FILTER_RELATIVE 0  // NOTE: 1 = digits relative to the cut (radix_select; A/B)
+#endif
 // Capacity of the per-CTA survivor list (4 KB: 3 CTAs of 64 KB rows still fit an SM).
 constexpr int kSurvivors = 1024;
 
@@ -461,12 +464,23 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
   const int lane = t % 32, warp = t / 32;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const uint32_t bound = attempt == 0 && cut > floor ? cut : floor;
+    // Digits over key - base. Keys >= a bound at or above the cut (the row maximum's key less 16
+    // exponents) span at most 2^27, so with the relative layout their offsets from the bound
+    // need 28 bits and level 0's digit (offset >> 20, at most 128) spreads over the bins
+    // instead of piling onto the few exponents a peaked row has (tools/radix_emulate.py
+    // --relative models it).
+    const bool relative = EMBER_FILTER_RELATIVE && cut != 0u && bound >= cut;
+    const uint32_t base = relative ? bound : 0u;
+    auto shift_of = [relative](int level) {  // relative: 20, 12, 4, 0; else 24, 16, 8, 0
+      return relative ? max(20 - 8 * level, 0) : 24 - 8 * level;
+    };
     uint32_t prefix = 0;
     unsigned long long need = want;
     bool retry = false;
     for (int level = 0; level < 4; ++level) {
-      const int shift = 24 - 8 * level;
-      const uint32_t high = level == 0 ? 0u : ~0u << (shift + 8);
+      const int shift = shift_of(level);
+      const uint32_t high = level == 0 ? 0u : ~0u << shift_of(level - 1);
+      const uint32_t digit = level == 0 ? 255u : (1u << (shift_of(level - 1) - shift)) - 1u;
       const int buf = pass++ & 1;
       if (t < kBins) {
         if (BY_MASS) {
@@ -492,8 +506,8 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         for (int i = t; i < h.n_survivors; i += kSoftmaxThreads) {
           const float x = h.survivors[i];
           const uint32_t k = order_key(x);
-          if ((k & high) != prefix) continue;
-          const int bin = static_cast<int>((k >> shift) & 255u);
+          if (((k - base) & high) != prefix) continue;
+          const int bin = static_cast<int>(((k - base) >> shift) & digit);
           if (BY_MASS) {
             add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
           } else {
@@ -510,7 +524,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           const int i = lo + j;
           const float x = i < hi ? v[i] : 0.f;
           const uint32_t k = order_key(x);
-          const bool match = i < hi && k >= bound && (k & high) == prefix;
+          const bool match = i < hi && k >= bound && ((k - base) & high) == prefix;
           const unsigned votes = __ballot_sync(0xffffffffu, match);
           if (votes != 0u) {
             const int leader = __ffs(votes) - 1;
@@ -520,7 +534,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
             const int at = base + __popc(votes & ((1u << lane) - 1u));
             if (match) {
               if (at < kSurvivors) h.survivors[at] = x;
-              const int bin = static_cast<int>((k >> shift) & 255u);
+              const int bin = static_cast<int>(((k - base) >> shift) & digit);
               if (BY_MASS) {
                 add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
               } else {
@@ -542,8 +556,8 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
             if (level == 0 && k >= floor) rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
             continue;
           }
-          if ((k & high) != prefix) continue;
-          const int bin = static_cast<int>((k >> shift) & 255u);
+          if (((k - base) & high) != prefix) continue;
+          const int bin = static_cast<int>(((k - base) >> shift) & digit);
           if (bin != cur) {
             if (acc != 0ull) {
               if (BY_MASS) {
@@ -627,7 +641,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       prefix |= static_cast<uint32_t>(pk.bin) << shift;
       need -= pk.above;
       // (an exact bin ends at its lowest key, which may lie under the cut: keep >= the bound)
-      if (pk.exact || level == 3) return prefix > bound ? prefix : bound;
+      if (pk.exact || level == 3) return base + prefix > bound ? base + prefix : bound;
     }
     if (!retry) break;
   }
