@@ -41,6 +41,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         lambda: sampling_spec("fp32"),
         ("EMBER_SOFTMAX_PERSISTENT=1", "EMBER_FILTER_COMPACT=0", "EMBER_FILTER_RELATIVE=1"),
     ),
+    (lambda: sampling_spec("bf16"), ("EMBER_FILTER_RELATIVE=1", "EMBER_FILTER_LEAN0=1")),
     (
         lambda: norm_spec("bf16"),
         (

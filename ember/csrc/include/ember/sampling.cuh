@@ -411,6 +411,9 @@ constexpr int kBins = 256;
 #ifndef EMBER_FILTER_COMPACT
 #define EMBER_FILTER_COMPACT 1  // NOTE: 0 = levels 2-3 walk the whole chunk (the v2 kernel; A/B)
 #endif
+#ifndef EMBER_FILTER_LEAN0
+#define EMBER_FILTER_LEAN0 0  // NOTE: 1 = level 0 without run merging (radix_select; A/B)
+#endif
 #ifndef EMBER_FILTER_RELATIVE
 #define EMBER_FILTER_RELATIVE 0  // NOTE: 1 = digits relative to the cut (radix_select; A/B)
 #endif
@@ -545,7 +548,24 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         }
       } else
 #endif
-      {
+          if (EMBER_FILTER_LEAN0 && level == 0) {
+        // One predicated update a value, no run merging (with the relative digits level 0's
+        // values spread over ~128 bins, so runs are short and same-address atomics rare).
+        for (int i = lo; i < hi; ++i) {
+          const float x = v[i];
+          const uint32_t k = order_key(x);
+          if (k >= bound) {
+            const int bin = static_cast<int>(((k - base) >> shift) & digit);
+            if (BY_MASS) {
+              add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
+            } else {
+              atomicAdd(&h.cnt[buf][bin], 1u);
+            }
+          } else if (k >= floor) {
+            rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
+          }
+        }
+      } else {
         // Runs of equal bins in a thread's segment are added once.
         int cur = -1;
         unsigned long long acc = 0;
