@@ -3,9 +3,9 @@
 # with timeout_s 600): the persistent softmax A/B (-DEMBER_SOFTMAX_PERSISTENT=1: its tests, then
 # both builds against torch eager), the filters' relative-digit A/B (-DEMBER_FILTER_RELATIVE=1,
 # and with -DEMBER_FILTER_LEAN0=1: tests, three rows each build) and an Nsight Compute profile of
-# the top-p filter kernel (stall reasons, issue rate, DRAM rate). Then, in a second call, the whole GPU
-# suite (cut short in session 7): `SUITE=1 bash tools/h200_next8.sh`. Peers' full tables:
-# tools/h200_issue5.sh act|sampling.
+# the top-p filter kernel (stall reasons, issue rate, DRAM rate). Then, in a second call, the
+# whole GPU suite (cut short in session 7): `SUITE=1 bash tools/h200_next8.sh`. Peers' full
+# tables: tools/h200_issue5.sh act|sampling.
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next8.sh
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
