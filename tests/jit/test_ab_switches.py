@@ -34,8 +34,7 @@ CSRC = Path(__file__).resolve().parents[2] / "ember" / "csrc"
 
 # (spec, the non-default switch values built together): one build per row
 BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
-    (lambda: act_spec("bf16"), ("EMBER_ACT_MUFU=0", "EMBER_ACT_FLAT=0", "EMBER_ACT_STREAM=1")),
-    (lambda: act_spec("bf16"), ("EMBER_ACT_FLAT_VPT=2", "EMBER_ACT_FLAT_THREADS=128")),
+    (lambda: act_spec("bf16"), ("EMBER_ACT_MUFU=0", "EMBER_ACT_FLAT=0")),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
     (
         lambda: sampling_spec("fp32"),

@@ -72,34 +72,15 @@ struct alignas(sizeof(T) * VEC) Pack {
 #ifndef EMBER_ACT_FLAT
 #define EMBER_ACT_FLAT 1  // NOTE: 0 = large problems on the 2-D grid too (A/B)
 #endif
-#ifndef EMBER_ACT_FLAT_VPT
-#define EMBER_ACT_FLAT_VPT \
-  1  // accesses a thread (2 and 4 measured slower: 173, 204 against 161 us)
-#endif
-#ifndef EMBER_ACT_FLAT_THREADS
-#define EMBER_ACT_FLAT_THREADS 256
-#endif
-#ifndef EMBER_ACT_STREAM
-#define EMBER_ACT_STREAM 0  // NOTE: 1 = evict-first loads and stores (ld/st .cs)
-#endif
 
-template <typename P, bool STREAM>
-__device__ __forceinline__ P load_pack(const P* src) {
-  if constexpr (STREAM) {
-    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(src));
-    return *reinterpret_cast<const P*>(&v);
-  } else {
-    return *src;
-  }
-}
-
-template <typename P, bool STREAM>
-__device__ __forceinline__ void store_pack(P* dst, const P& v) {
-  if constexpr (STREAM) {
-    __stcs(reinterpret_cast<uint4*>(dst), *reinterpret_cast<const uint4*>(&v));
-  } else {
-    *dst = v;
-  }
+// act(gate) * up for one access of each half, in fp32.
+template <int OP, typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> gated(const Pack<T, VEC>& g, const Pack<T, VEC>& u) {
+  Pack<T, VEC> o;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j)
+    o.v[j] = from_float<T>(activate<OP>(to_float(g.v[j])) * to_float(u.v[j]));
+  return o;
 }
 
 // NOTE: every load of a thread is issued before its first store (the x and out pointers could
@@ -112,70 +93,43 @@ __global__ void __launch_bounds__(kThreads) act_kernel(Params p) {
   const int64_t nvec = p.d / VEC;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads * VPT + threadIdx.x;
   using P = Pack<T, VEC>;
-  constexpr bool kStream = EMBER_ACT_STREAM && VEC * sizeof(T) == 16;
   P g[VPT], u[VPT];
   pdl_wait();
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     const int64_t i = first + k * kThreads;
     if (i < nvec) {
-      g[k] = load_pack<P, kStream>(reinterpret_cast<const P*>(x) + i);
-      u[k] = load_pack<P, kStream>(reinterpret_cast<const P*>(x + p.d) + i);
+      g[k] = reinterpret_cast<const P*>(x)[i];
+      u[k] = reinterpret_cast<const P*>(x + p.d)[i];
     }
   }
   pdl_launch_dependents();
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     const int64_t i = first + k * kThreads;
-    if (i < nvec) {
-      P o;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        o.v[j] = from_float<T>(activate<OP>(to_float(g[k].v[j])) * to_float(u[k].v[j]));
-      }
-      store_pack<P, kStream>(reinterpret_cast<P*>(out) + i, o);
-    }
+    if (i < nvec) reinterpret_cast<P*>(out)[i] = gated<OP>(g[k], u[k]);
   }
 }
 
 // The large-problem form: the (row, 16-byte column) accesses of the whole problem numbered in
-// one flat range (fewer than 2^31), VPT per thread a block-stride apart, so every block is full
-// and consecutive blocks stream consecutive memory (no partial column block per row).
-template <typename T, int OP, int VPT, bool STREAM, int THREADS>
-__global__ void __launch_bounds__(THREADS) act_flat_kernel(Params p) {
+// one flat range (fewer than 2^31), one a thread, so every block is full and consecutive blocks
+// stream consecutive memory (no partial column block per row). Measured on the H200 at 8192 x
+// 14336 bf16 (docs/perf/notes/act.md): 160.8 us against the 2-D grid's 193.7; two or four
+// accesses a thread 172.8 / 204.2, evict-first hints 173-196, 128 or 512 threads no different.
+template <typename T, int OP>
+__global__ void __launch_bounds__(kThreads) act_flat_kernel(Params p) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   using P = Pack<T, kVec>;
   const uint32_t nvec = static_cast<uint32_t>(p.d / kVec);
-  const uint32_t total = static_cast<uint32_t>(p.rows) * nvec;
-  const uint32_t first = blockIdx.x * (THREADS * VPT) + threadIdx.x;
-  const T* x = static_cast<const T*>(p.x);
-  T* out = static_cast<T*>(p.out);
-  P g[VPT], u[VPT];
+  const uint32_t i = blockIdx.x * kThreads + threadIdx.x;
   pdl_wait();
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    const uint32_t i = first + k * THREADS;
-    if (i < total) {
-      const uint32_t row = i / nvec, col = i - row * nvec;
-      const P* src = reinterpret_cast<const P*>(x + row * p.x_row_stride) + col;
-      g[k] = load_pack<P, STREAM>(src);
-      u[k] = load_pack<P, STREAM>(src + nvec);
-    }
-  }
+  if (i >= static_cast<uint32_t>(p.rows) * nvec) return;
+  const uint32_t row = i / nvec, col = i - row * nvec;
+  const P* src =
+      reinterpret_cast<const P*>(static_cast<const T*>(p.x) + row * p.x_row_stride) + col;
+  const P g = src[0], u = src[nvec];
   pdl_launch_dependents();
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    const uint32_t i = first + k * THREADS;
-    if (i < total) {
-      const uint32_t row = i / nvec, col = i - row * nvec;
-      P o;
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        o.v[j] = from_float<T>(activate<OP>(to_float(g[k].v[j])) * to_float(u[k].v[j]));
-      }
-      store_pack<P, STREAM>(reinterpret_cast<P*>(out + row * p.out_row_stride) + col, o);
-    }
-  }
+  reinterpret_cast<P*>(static_cast<T*>(p.out) + row * p.out_row_stride)[col] = gated<OP>(g, u);
 }
 
 template <typename T, int OP, int VEC>
@@ -199,10 +153,9 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   if (EMBER_ACT_FLAT && p.vec == kVec && p.vecs_per_thread == 4 &&
       p.rows * nvec < (int64_t{1} << 31)) {
-    constexpr int kVpt = EMBER_ACT_FLAT_VPT, kFlatThreads = EMBER_ACT_FLAT_THREADS;
-    const int64_t blocks = (p.rows * nvec + kFlatThreads * kVpt - 1) / (kFlatThreads * kVpt);
-    return launch_kernel<act_flat_kernel<T, OP, kVpt, EMBER_ACT_STREAM != 0, kFlatThreads>>(
-        dim3(static_cast<unsigned>(blocks)), dim3(kFlatThreads), 0, stream, p.pdl, p.device, p);
+    const int64_t blocks = (p.rows * nvec + kThreads - 1) / kThreads;
+    return launch_kernel<act_flat_kernel<T, OP>>(dim3(static_cast<unsigned>(blocks)),
+                                                 dim3(kThreads), 0, stream, p.pdl, p.device, p);
   }
   if (p.vec == kVec) return launch_vec<T, OP, kVec>(p, grid, stream);
   return launch_vec<T, OP, 1>(p, grid, stream);

@@ -45,25 +45,21 @@ __device__ __forceinline__ float inv_freq(const Params& p, int i) {
   return f * p.inv_scale;
 }
 
-template <typename T, int PAIRS, bool INTERLEAVE>
-__global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
-  const int64_t token = blockIdx.x;
+// A token's position, and whether its angles exist (a cache row for it, or computed angles).
+__device__ __forceinline__ bool token_position(const Params& p, int64_t token, int64_t& pos) {
+  pos = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[token]
+                        : static_cast<const int32_t*>(p.positions)[token];
+  return pos >= 0 && (!p.has_cache || pos < p.cos_sin_rows);
+}
+
+// cos and sin of pairs c * PAIRS ... c * PAIRS + PAIRS - 1 at `pos` (in range).
+template <int PAIRS>
+__device__ __forceinline__ void angles(const Params& p, int64_t pos, int c, float* cs, float* sn) {
   const int half = p.rotary_dim / 2;
-  const int chunks = half / PAIRS;  // per head
-  const int c = threadIdx.x % chunks;
-  const int heads_per_pass = blockDim.x / chunks;
-  pdl_wait();
-  const int64_t pos = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[token]
-                                      : static_cast<const int32_t*>(p.positions)[token];
-  const bool in_range = pos >= 0 && (!p.has_cache || pos < p.cos_sin_rows);
-  float cs[PAIRS], sn[PAIRS];
 #pragma unroll
   for (int j = 0; j < PAIRS; ++j) {
     const int i = c * PAIRS + j;
-    if (!in_range) {
-      cs[j] = 1.f;
-      sn[j] = 0.f;
-    } else if (p.has_cache) {
+    if (p.has_cache) {
       const float* row = p.cos_sin + pos * p.rotary_dim;
       cs[j] = row[i];
       sn[j] = row[half + i];
@@ -71,41 +67,92 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
       sincosf(static_cast<float>(pos) * inv_freq(p, i), &sn[j], &cs[j]);
     }
   }
-  const int total = p.q.heads + p.k.heads;
-  if (in_range) {
-    for (int h = static_cast<int>(threadIdx.x) / chunks; h < total; h += heads_per_pass) {
-      const Heads& hs = h < p.q.heads ? p.q : p.k;
-      const int hh = h < p.q.heads ? h : h - p.q.heads;
-      const T* in =
-          static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
-      T* out = static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
-      if constexpr (INTERLEAVE && PAIRS == 1) {  // unaligned rows: element by element
-        const float a = to_float(in[2 * c]), b = to_float(in[2 * c + 1]);
-        out[2 * c] = from_float<T>(a * cs[0] - b * sn[0]);
-        out[2 * c + 1] = from_float<T>(b * cs[0] + a * sn[0]);
-      } else if constexpr (INTERLEAVE) {
-        const Vec<T, 2 * PAIRS> x = reinterpret_cast<const Vec<T, 2 * PAIRS>*>(in)[c];
-        Vec<T, 2 * PAIRS> y;
+}
+
+// Head h of q (h < q.heads) or k (the rest) of a token: its input and output rows.
+template <typename T>
+__device__ __forceinline__ const T* head_in(const Params& p, int h, int64_t token) {
+  const Heads& hs = h < p.q.heads ? p.q : p.k;
+  const int hh = h < p.q.heads ? h : h - p.q.heads;
+  return static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
+}
+template <typename T>
+__device__ __forceinline__ T* head_out(const Params& p, int h, int64_t token) {
+  const Heads& hs = h < p.q.heads ? p.q : p.k;
+  const int hh = h < p.q.heads ? h : h - p.q.heads;
+  return static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
+}
+
+// A thread's chunk `c` of one head, loaded whole before it is rotated: NeoX, PAIRS elements at c
+// of each half (a, b); GPT-J, 2 * PAIRS consecutive elements at c (a; PAIRS == 1 is the
+// element-by-element path of unaligned rows).
+template <typename T, int PAIRS, bool INTERLEAVE>
+struct Chunk {
+  using V = Vec<T, INTERLEAVE ? 2 * PAIRS : PAIRS>;
+  V a, b;
+
+  // Unaligned GPT-J rows (PAIRS == 1) move element by element: a pair need not be 2-element
+  // aligned there.
+  static constexpr bool kElementwise = INTERLEAVE && PAIRS == 1;
+
+  __device__ __forceinline__ void load(const T* in, int c, int half) {
+    if constexpr (kElementwise) {
+      a.v[0] = in[2 * c];
+      a.v[1] = in[2 * c + 1];
+      return;
+    }
+    a = reinterpret_cast<const V*>(in)[c];
+    if constexpr (!INTERLEAVE) b = reinterpret_cast<const V*>(in + half)[c];
+  }
+
+  __device__ __forceinline__ void rotate_store(T* out, int c, int half, const float* cs,
+                                               const float* sn) const {
+    if constexpr (INTERLEAVE) {
+      V y;
 #pragma unroll
-        for (int j = 0; j < PAIRS; ++j) {
-          const float a = to_float(x.v[2 * j]), b = to_float(x.v[2 * j + 1]);
-          y.v[2 * j] = from_float<T>(a * cs[j] - b * sn[j]);
-          y.v[2 * j + 1] = from_float<T>(b * cs[j] + a * sn[j]);
-        }
-        reinterpret_cast<Vec<T, 2 * PAIRS>*>(out)[c] = y;
-      } else {
-        const Vec<T, PAIRS> x1 = reinterpret_cast<const Vec<T, PAIRS>*>(in)[c];
-        const Vec<T, PAIRS> x2 = reinterpret_cast<const Vec<T, PAIRS>*>(in + half)[c];
-        Vec<T, PAIRS> y1, y2;
-#pragma unroll
-        for (int j = 0; j < PAIRS; ++j) {
-          const float a = to_float(x1.v[j]), b = to_float(x2.v[j]);
-          y1.v[j] = from_float<T>(a * cs[j] - b * sn[j]);
-          y2.v[j] = from_float<T>(b * cs[j] + a * sn[j]);
-        }
-        reinterpret_cast<Vec<T, PAIRS>*>(out)[c] = y1;
-        reinterpret_cast<Vec<T, PAIRS>*>(out + half)[c] = y2;
+      for (int j = 0; j < PAIRS; ++j) {
+        const float x0 = to_float(a.v[2 * j]), x1 = to_float(a.v[2 * j + 1]);
+        y.v[2 * j] = from_float<T>(x0 * cs[j] - x1 * sn[j]);
+        y.v[2 * j + 1] = from_float<T>(x1 * cs[j] + x0 * sn[j]);
       }
+      if constexpr (kElementwise) {
+        out[2 * c] = y.v[0];
+        out[2 * c + 1] = y.v[1];
+      } else {
+        reinterpret_cast<V*>(out)[c] = y;
+      }
+    } else {
+      V y1, y2;
+#pragma unroll
+      for (int j = 0; j < PAIRS; ++j) {
+        const float x0 = to_float(a.v[j]), x1 = to_float(b.v[j]);
+        y1.v[j] = from_float<T>(x0 * cs[j] - x1 * sn[j]);
+        y2.v[j] = from_float<T>(x1 * cs[j] + x0 * sn[j]);
+      }
+      reinterpret_cast<V*>(out)[c] = y1;
+      reinterpret_cast<V*>(out + half)[c] = y2;
+    }
+  }
+};
+
+template <typename T, int PAIRS, bool INTERLEAVE>
+__global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
+  const int64_t token = blockIdx.x;
+  const int half = p.rotary_dim / 2;
+  const int chunks = half / PAIRS;  // per head
+  const int c = threadIdx.x % chunks;
+  const int heads_per_pass = blockDim.x / chunks;
+  const int total = p.q.heads + p.k.heads;
+  pdl_wait();
+  int64_t pos;
+  const bool in_range = token_position(p, token, pos);
+  if (in_range) {  // out of range: the token is left as it is (in place) / not written
+    float cs[PAIRS], sn[PAIRS];
+    angles<PAIRS>(p, pos, c, cs, sn);
+    for (int h = static_cast<int>(threadIdx.x) / chunks; h < total; h += heads_per_pass) {
+      Chunk<T, PAIRS, INTERLEAVE> x;
+      x.load(head_in<T>(p, h, token), c, half);
+      x.rotate_store(head_out<T>(p, h, token), c, half, cs, sn);
     }
   }
   // Dims past rotary_dim: copied when out of place (in place they are already there).
@@ -113,11 +160,9 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
   if (rest > 0 && in_range) {
     for (int idx = threadIdx.x; idx < total * rest; idx += blockDim.x) {
       const int h = idx / rest, d = p.rotary_dim + idx % rest;
-      const Heads& hs = h < p.q.heads ? p.q : p.k;
-      const int hh = h < p.q.heads ? h : h - p.q.heads;
-      if (hs.in == hs.out) continue;
-      static_cast<T*>(hs.out)[token * hs.out_token_stride + hh * hs.out_head_stride + d] =
-          static_cast<const T*>(hs.in)[token * hs.in_token_stride + hh * hs.in_head_stride + d];
+      const T* in = head_in<T>(p, h, token);
+      T* out = head_out<T>(p, h, token);
+      if (in != out) out[d] = in[d];
     }
   }
   pdl_launch_dependents();
@@ -129,99 +174,47 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kernel(Params p) {
 constexpr int kGroupThreads = 512;
 // NOTE: measured on the H200 (docs/perf/notes/act.md): the grouped kernel wins at 1-64 tokens
 // (2.05 / 3.08 against 2.12 / 3.20 us), rope_kernel from 512 tokens (5.68 against 7.30 us; at
-// 8192 tokens 51.4 against 63.5 us with 4 heads a thread, 74 with 1, 66 with 2, 76 with 8).
+// 8192 tokens 51.4 against 74 us, and 63.5 / 66 / 76 us with 4 / 2 / 8 heads a thread).
 constexpr int kGroupMaxTokens = 128;
 
-// Few tokens, on the vector path when the whole head rotates (rotary_dim == head_dim): a thread
-// owns one chunk of pair indices of HPT heads of a token (heads g, g + groups, ...), and all its
-// data loads are issued *before* the token's position is read (their addresses do not depend on
-// it): a token costs two memory round trips, data and position overlapped, then cos/sin, where
-// rope_kernel takes three. A block holds as many whole tokens as fit in 256 threads.
-template <typename T, int PAIRS, bool INTERLEAVE, int HPT>
-__global__ void __launch_bounds__(kGroupThreads)
-    rope_group_kernel(Params p, int groups, int tokens_per_block) {
+// Few tokens, on the vector path when the whole head rotates (rotary_dim == head_dim): one
+// thread a (head, chunk) of a token, its data loaded *before* the token's position is read (the
+// address does not depend on it): a token costs two memory round trips, data and position
+// overlapped, then cos/sin, where rope_kernel takes three. A block holds as many whole tokens as
+// fit in 256 threads.
+template <typename T, int PAIRS, bool INTERLEAVE>
+__global__ void __launch_bounds__(kGroupThreads) rope_group_kernel(Params p, int tokens_per_block) {
   const int half = p.rotary_dim / 2;
   const int chunks = half / PAIRS;
-  const int per_token = groups * chunks;
-  const int local = static_cast<int>(threadIdx.x) / per_token;
-  const int64_t token = static_cast<int64_t>(blockIdx.x) * tokens_per_block + local;
-  const int r = static_cast<int>(threadIdx.x) % per_token;
-  const int g = r / chunks, c = r % chunks;
   const int total = p.q.heads + p.k.heads;
-  using V = Vec<T, INTERLEAVE ? 2 * PAIRS : PAIRS>;
+  const int per_token = total * chunks;
+  const int64_t token =
+      static_cast<int64_t>(blockIdx.x) * tokens_per_block + threadIdx.x / per_token;
+  const int h = static_cast<int>(threadIdx.x) % per_token / chunks;
+  const int c = static_cast<int>(threadIdx.x) % chunks;
   pdl_wait();
   if (token < p.tokens) {
-    V x1[HPT], x2[HPT];
-#pragma unroll
-    for (int k = 0; k < HPT; ++k) {
-      const int h = g + k * groups;
-      if (h < total) {
-        const Heads& hs = h < p.q.heads ? p.q : p.k;
-        const int hh = h < p.q.heads ? h : h - p.q.heads;
-        const T* in =
-            static_cast<const T*>(hs.in) + token * hs.in_token_stride + hh * hs.in_head_stride;
-        x1[k] = reinterpret_cast<const V*>(in)[c];
-        if constexpr (!INTERLEAVE) x2[k] = reinterpret_cast<const V*>(in + half)[c];
-      }
-    }
-    const int64_t pos = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[token]
-                                        : static_cast<const int32_t*>(p.positions)[token];
-    const bool in_range = pos >= 0 && (!p.has_cache || pos < p.cos_sin_rows);
-    if (in_range) {  // out of range: the token is left as it is (in place) / not written
+    Chunk<T, PAIRS, INTERLEAVE> x;
+    x.load(head_in<T>(p, h, token), c, half);
+    int64_t pos;
+    if (token_position(p, token, pos)) {  // out of range: left as it is / not written
       float cs[PAIRS], sn[PAIRS];
-#pragma unroll
-      for (int j = 0; j < PAIRS; ++j) {
-        const int i = c * PAIRS + j;
-        if (p.has_cache) {
-          const float* row = p.cos_sin + pos * p.rotary_dim;
-          cs[j] = row[i];
-          sn[j] = row[half + i];
-        } else {
-          sincosf(static_cast<float>(pos) * inv_freq(p, i), &sn[j], &cs[j]);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < HPT; ++k) {
-        const int h = g + k * groups;
-        if (h >= total) continue;
-        const Heads& hs = h < p.q.heads ? p.q : p.k;
-        const int hh = h < p.q.heads ? h : h - p.q.heads;
-        T* out = static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
-        if constexpr (INTERLEAVE) {
-          V y;
-#pragma unroll
-          for (int j = 0; j < PAIRS; ++j) {
-            const float a = to_float(x1[k].v[2 * j]), b = to_float(x1[k].v[2 * j + 1]);
-            y.v[2 * j] = from_float<T>(a * cs[j] - b * sn[j]);
-            y.v[2 * j + 1] = from_float<T>(b * cs[j] + a * sn[j]);
-          }
-          reinterpret_cast<V*>(out)[c] = y;
-        } else {
-          V y1, y2;
-#pragma unroll
-          for (int j = 0; j < PAIRS; ++j) {
-            const float a = to_float(x1[k].v[j]), b = to_float(x2[k].v[j]);
-            y1.v[j] = from_float<T>(a * cs[j] - b * sn[j]);
-            y2.v[j] = from_float<T>(b * cs[j] + a * sn[j]);
-          }
-          reinterpret_cast<V*>(out)[c] = y1;
-          reinterpret_cast<V*>(out + half)[c] = y2;
-        }
-      }
+      angles<PAIRS>(p, pos, c, cs, sn);
+      x.rotate_store(head_out<T>(p, h, token), c, half, cs, sn);
     }
   }
   pdl_launch_dependents();
 }
 
-template <typename T, int PAIRS, bool INTERLEAVE, int HPT>
-cudaError_t launch_group(const Params& p, int groups, cudaStream_t stream) {
-  const int per_token = groups * (p.rotary_dim / 2 / PAIRS);
+template <typename T, int PAIRS, bool INTERLEAVE>
+cudaError_t launch_group(const Params& p, cudaStream_t stream) {
+  const int per_token = (p.q.heads + p.k.heads) * (p.rotary_dim / 2 / PAIRS);
   const int tokens_per_block = max(256 / per_token, 1);
   const int64_t blocks = (p.tokens + tokens_per_block - 1) / tokens_per_block;
-  return launch_kernel<rope_group_kernel<T, PAIRS, INTERLEAVE, HPT>>(
+  return launch_kernel<rope_group_kernel<T, PAIRS, INTERLEAVE>>(
       dim3(static_cast<unsigned>(blocks)),
       dim3(static_cast<unsigned>(tokens_per_block * per_token)), 0, stream, p.pdl, p.device, p,
-      groups, tokens_per_block);
+      tokens_per_block);
 }
 
 template <typename T, int PAIRS, bool INTERLEAVE>
@@ -232,7 +225,7 @@ cudaError_t launch_pairs(const Params& p, cudaStream_t stream) {
     if (p.rotary_dim == p.head_dim) {
       // one head a thread: a token's heads spread over as many threads as fit a block
       if (p.tokens <= kGroupMaxTokens && total * chunks <= kGroupThreads) {
-        return launch_group<T, PAIRS, INTERLEAVE, 1>(p, total, stream);
+        return launch_group<T, PAIRS, INTERLEAVE>(p, stream);
       }
     }
   }

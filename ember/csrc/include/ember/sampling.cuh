@@ -24,6 +24,13 @@ namespace sampling {
 
 constexpr int kSoftmaxThreads = 512;
 
+// Elements of a row from `begin` (rank * chunk) that are this CTA's: chunk, fewer at the row's
+// end, none past it.
+__device__ __forceinline__ int chunk_length(int64_t vocab, int chunk, int64_t begin) {
+  const int64_t left = vocab - begin;
+  return left <= 0 ? 0 : static_cast<int>(left < chunk ? left : chunk);
+}
+
 // Block-wide reduction of `v` (max when MAX, else sum) through `scratch` (one float per warp).
 template <bool MAX>
 __device__ __forceinline__ float block_reduce(float v, float* scratch) {
@@ -121,8 +128,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const int rank = static_cast<int>(cluster.block_rank());
   const int64_t row = blockIdx.x / kSoftmaxCluster;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int64_t left = p.vocab - begin;
-  const int n = left <= 0 ? 0 : static_cast<int>(left < p.chunk ? left : p.chunk);
+  const int n = chunk_length(p.vocab, p.chunk, begin);
   const T* in = static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin;
   pdl_wait();
   const float t = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
@@ -169,8 +175,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const int rank = static_cast<int>(cluster.block_rank());
   const int64_t clusters = gridDim.x / kSoftmaxCluster;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int64_t left = p.vocab - begin;
-  const int n = left <= 0 ? 0 : static_cast<int>(left < p.chunk ? left : p.chunk);
+  const int n = chunk_length(p.vocab, p.chunk, begin);
   const int packs = n / kE;  // the vector path: n is a multiple of kE
   const int t = static_cast<int>(threadIdx.x);
   Pack next[kPacks];
@@ -688,8 +693,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const int rank = static_cast<int>(cluster.block_rank());
   const int64_t row = blockIdx.x / kSoftmaxCluster;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int64_t left = p.vocab - begin;
-  const int n = left <= 0 ? 0 : static_cast<int>(left < p.chunk ? left : p.chunk);
+  const int n = chunk_length(p.vocab, p.chunk, begin);
   const T* in = static_cast<const T*>(p.in) + row * p.in_row_stride + begin;
   pdl_wait();
   float inv_t = 1.f;
