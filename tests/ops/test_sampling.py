@@ -44,15 +44,16 @@ def test_matches_reference(dtype, rows, vocab, temp):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_many_more_rows_than_resident_clusters(dtype):
-    # rows > clusters that fit at once (a kernel may loop over rows: softmax_persistent_kernel);
-    # strided aligned rows, per-row temperatures, -inf logits and a row with one finite logit
-    base = (4 * torch.randn(301, 50048, device="cuda")).to(dtype)
-    logits = base[:, :50000]
+    # rows > clusters that fit at once, chunks of 16 000 (softmax_persistent_kernel loops over
+    # rows); strided aligned rows, per-row temperatures, -inf logits and a row with one finite
+    # logit
+    base = (4 * torch.randn(301, 128048, device="cuda")).to(dtype)
+    logits = base[:, :128000]
     logits[::7, :300] = float("-inf")
     logits[5, :] = float("-inf")
     logits[5, 12345] = 2.0
     t = torch.rand(301, device="cuda") + 0.3
-    out = torch.full((301, 50000), float("nan"), device="cuda")
+    out = torch.full((301, 128000), float("nan"), device="cuda")
     got = ember.softmax(logits, t, out=out)
     assert not torch.isnan(got).any(), "unwritten (poisoned) elements"
     torch.testing.assert_close(got.double(), reference(logits, t), rtol=1e-4, atol=1e-12)

@@ -147,10 +147,14 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 }
 
 #ifndef EMBER_SOFTMAX_PERSISTENT
-#define EMBER_SOFTMAX_PERSISTENT 0  // NOTE: 1 = softmax_persistent_kernel on many rows (A/B)
+#define EMBER_SOFTMAX_PERSISTENT 1  // NOTE: 0 = softmax_kernel on every shape (A/B)
 #endif
-// The largest chunk softmax_persistent_kernel takes: a row of up to 131 072 elements; its next
-// row's chunk is held in 8 (fp32) or 4 (16-bit) 16-byte registers a thread.
+// The chunks softmax_persistent_kernel takes: from just above the largest chunk with which
+// softmax_kernel still fits 4 CTAs an SM (56 KB of shared memory each; below it the persistent
+// kernel's cap of 2 lost: 512 x 32 000 fp32, 77.98 against 72.10 us on the H200), up to a row of
+// 131 072 elements, whose next chunk is held in 8 (fp32) or 4 (16-bit) 16-byte registers a
+// thread (128 x 128 256 fp32: 47.71 against 51.01 us).
+constexpr int kPersistentMinChunk = 14336;
 constexpr int kPersistentMaxChunk = 16384;
 
 // softmax_kernel on more rows than its clusters can hold at once (128 rows of 128 256 fp32 take
@@ -472,13 +476,13 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
   const int lane = t % 32, warp = t / 32;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const uint32_t bound = attempt == 0 && cut > floor ? cut : floor;
-    // Digits over key - base. Keys >= a bound at or above the cut (the row maximum's key less 16
+    // Digits over key - origin. Keys >= a bound at or above the cut (the row maximum's key less 16
     // exponents) span at most 2^27, so with the relative layout their offsets from the bound
     // need 28 bits and level 0's digit (offset >> 20, at most 128) spreads over the bins
     // instead of piling onto the few exponents a peaked row has (tools/radix_emulate.py
     // --relative models it).
     const bool relative = EMBER_FILTER_RELATIVE && cut != 0u && bound >= cut;
-    const uint32_t base = relative ? bound : 0u;
+    const uint32_t origin = relative ? bound : 0u;
     auto shift_of = [relative](int level) {  // relative: 20, 12, 4, 0; else 24, 16, 8, 0
       return relative ? max(20 - 8 * level, 0) : 24 - 8 * level;
     };
@@ -514,8 +518,8 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         for (int i = t; i < h.n_survivors; i += kSoftmaxThreads) {
           const float x = h.survivors[i];
           const uint32_t k = order_key(x);
-          if (((k - base) & high) != prefix) continue;
-          const int bin = static_cast<int>(((k - base) >> shift) & digit);
+          if (((k - origin) & high) != prefix) continue;
+          const int bin = static_cast<int>(((k - origin) >> shift) & digit);
           if (BY_MASS) {
             add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
           } else {
@@ -532,17 +536,17 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           const int i = lo + j;
           const float x = i < hi ? v[i] : 0.f;
           const uint32_t k = order_key(x);
-          const bool match = i < hi && k >= bound && ((k - base) & high) == prefix;
+          const bool match = i < hi && k >= bound && ((k - origin) & high) == prefix;
           const unsigned votes = __ballot_sync(0xffffffffu, match);
           if (votes != 0u) {
             const int leader = __ffs(votes) - 1;
-            int base = 0;
-            if (lane == leader) base = atomicAdd(&h.n_survivors, __popc(votes));
-            base = __shfl_sync(0xffffffffu, base, leader);
-            const int at = base + __popc(votes & ((1u << lane) - 1u));
+            int first = 0;  // the warp's first survivor slot
+            if (lane == leader) first = atomicAdd(&h.n_survivors, __popc(votes));
+            first = __shfl_sync(0xffffffffu, first, leader);
+            const int at = first + __popc(votes & ((1u << lane) - 1u));
             if (match) {
               if (at < kSurvivors) h.survivors[at] = x;
-              const int bin = static_cast<int>(((k - base) >> shift) & digit);
+              const int bin = static_cast<int>(((k - origin) >> shift) & digit);
               if (BY_MASS) {
                 add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
               } else {
@@ -560,7 +564,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           const float x = v[i];
           const uint32_t k = order_key(x);
           if (k >= bound) {
-            const int bin = static_cast<int>(((k - base) >> shift) & digit);
+            const int bin = static_cast<int>(((k - origin) >> shift) & digit);
             if (BY_MASS) {
               add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
             } else {
@@ -581,8 +585,8 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
             if (level == 0 && k >= floor) rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
             continue;
           }
-          if (((k - base) & high) != prefix) continue;
-          const int bin = static_cast<int>(((k - base) >> shift) & digit);
+          if (((k - origin) & high) != prefix) continue;
+          const int bin = static_cast<int>(((k - origin) >> shift) & digit);
           if (bin != cur) {
             if (acc != 0ull) {
               if (BY_MASS) {
@@ -666,7 +670,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       prefix |= static_cast<uint32_t>(pk.bin) << shift;
       need -= pk.above;
       // (an exact bin ends at its lowest key, which may lie under the cut: keep >= the bound)
-      if (pk.exact || level == 3) return base + prefix > bound ? base + prefix : bound;
+      if (pk.exact || level == 3) return origin + prefix > bound ? origin + prefix : bound;
     }
     if (!retry) break;
   }
@@ -848,7 +852,8 @@ template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
   const size_t smem = (static_cast<size_t>(p.chunk) + 2) * sizeof(float);
-  if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk <= kPersistentMaxChunk) {
+  if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
+      p.chunk <= kPersistentMaxChunk) {
     const int clusters = persistent_clusters<T>(p, smem);
     if (clusters > 0 && p.rows > clusters) {
       return launch_kernel<softmax_persistent_kernel<T>>(
