@@ -421,10 +421,10 @@ constexpr int kBins = 256;
 #define EMBER_FILTER_COMPACT 1  // NOTE: 0 = levels 2-3 walk the whole chunk (the v2 kernel; A/B)
 #endif
 #ifndef EMBER_FILTER_LEAN0
-#define EMBER_FILTER_LEAN0 0  // NOTE: 1 = level 0 without run merging (radix_select; A/B)
+#define EMBER_FILTER_LEAN0 1  // NOTE: 0 = level 0 merges runs of equal bins (radix_select; A/B)
 #endif
 #ifndef EMBER_FILTER_RELATIVE
-#define EMBER_FILTER_RELATIVE 0  // NOTE: 1 = digits relative to the cut (radix_select; A/B)
+#define EMBER_FILTER_RELATIVE 1  // NOTE: 0 = absolute digits 24/16/8/0 (radix_select; A/B)
 #endif
 // Capacity of the per-CTA survivor list (4 KB: 3 CTAs of 64 KB rows still fit an SM).
 constexpr int kSurvivors = 1024;
