@@ -6,7 +6,10 @@
 #              the relative-digit A/B re-run at the fixed kernel, and the peers' tables
 #              (torch eager, torch.compile, FlashInfer) for the targets' ops
 #   SUITE=1    the whole GPU suite
-# Activations' and RoPE's peer tables: tools/h200_issue5.sh act.
+# Activations' and RoPE's peer tables: tools/h200_issue5.sh act. Ran at 9bcb529 (its first form,
+# the persistent-softmax and relative-digit A/B with an ncu profile, ran at 296deba; SUITE=1 too).
+# At 9bcb529 the 4-backend softmax table hit its 150 s limit and the call its 480 s limit after
+# the top-p peer rows (docs/perf/h200.md, session 8).
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next8.sh
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

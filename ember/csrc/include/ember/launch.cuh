@@ -5,6 +5,10 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+// A declaration that hides another is an error in ember's device code (tests/jit/test_hiding.py).
+#pragma nv_diagnostic push
+#pragma nv_diag_error 1348
+
 namespace ember {
 
 // Programmatic dependent launch (sm_90+, PTX "griddepcontrol"): launched with the
@@ -112,3 +116,5 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
 }
 
 }  // namespace ember
+
+#pragma nv_diagnostic pop

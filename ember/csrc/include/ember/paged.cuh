@@ -15,6 +15,10 @@
 #include "ember/launch.cuh"
 #include "ember/paged.h"
 
+// A declaration that hides another is an error in ember's device code (tests/jit/test_hiding.py).
+#pragma nv_diagnostic push
+#pragma nv_diag_error 1348
+
 namespace ember {
 namespace paged {
 
@@ -182,3 +186,5 @@ inline cudaError_t append(const AppendParams& p, cudaStream_t stream) {
 
 }  // namespace paged
 }  // namespace ember
+
+#pragma nv_diagnostic pop

@@ -19,6 +19,10 @@
 #include "ember/launch.cuh"
 #include "ember/sampling.h"
 
+// A declaration that hides another is an error in ember's device code (tests/jit/test_hiding.py).
+#pragma nv_diagnostic push
+#pragma nv_diag_error 1348
+
 namespace ember {
 namespace sampling {
 
@@ -885,3 +889,5 @@ cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
 
 }  // namespace sampling
 }  // namespace ember
+
+#pragma nv_diagnostic pop
