@@ -38,7 +38,12 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
     (
         lambda: sampling_spec("fp32"),
-        ("EMBER_SOFTMAX_PERSISTENT=0", "EMBER_FILTER_COMPACT=0", "EMBER_FILTER_RELATIVE=0"),
+        (
+            "EMBER_SOFTMAX_PERSISTENT=0",
+            "EMBER_SOFTMAX_ONLINE=1",
+            "EMBER_FILTER_COMPACT=0",
+            "EMBER_FILTER_RELATIVE=0",
+        ),
     ),
     (lambda: sampling_spec("bf16"), ("EMBER_FILTER_RELATIVE=0", "EMBER_FILTER_LEAN0=0")),
     (

@@ -30,20 +30,6 @@ constexpr int kThreads = 256;
 #define EMBER_ACT_MUFU 1  // NOTE: 0 = __expf / __fdividef (with their range fix-ups), for A/B
 #endif
 
-// One MUFU instruction each: 2^x (ex2.approx.ftz, ~2 ulp) and 1/x (rcp.approx.ftz, 1 ulp). The
-// non-ftz forms behind __expf and __fdividef add a denormal fix-up and a range check per
-// element; at ~25 instructions an element silu was issue-bound beside the memory stream.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float rcp_approx(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // x * sigmoid(z). For z far below 0, 1 + e^-z overflows to inf (or past 2^126) and its reciprocal
 // flushes to 0: the product is 0 with x's sign, the right limit.
 __device__ __forceinline__ float times_sigmoid(float x, float z) {

@@ -121,14 +121,66 @@ __device__ __forceinline__ float exp_and_normalizer(cooperative_groups::cluster_
   return 1.f / s;
 }
 
+#ifndef EMBER_SOFTMAX_ONLINE
+#define EMBER_SOFTMAX_ONLINE 0  // NOTE: 1 = one cluster exchange a row (online max and sum; A/B)
+#endif
+constexpr float kLog2e = 1.4426950408889634f;
+
+// What a thread gathers from the values it loads: their maximum and, with the online form, the
+// sum of 2^(x - max) so far (x in log2 units, rescaled when the maximum grows; -inf adds 0, a NaN
+// or +inf makes the sum NaN, as the two-exchange form does).
+struct RowStats {
+  float m = -INFINITY;
+  float s = 0.f;
+  __device__ __forceinline__ void add(float x) {
+    if (EMBER_SOFTMAX_ONLINE) {
+      if (x > m) {
+        s *= exp2_approx(m - x);
+        m = x;
+      }
+      s += x == -INFINITY ? 0.f : exp2_approx(x - m);
+    } else {
+      m = fmaxf(m, x);
+    }
+  }
+};
+
+// The online form's cluster-wide half: the threads' (max, sum) pairs combine into the CTA's, which
+// go through slots[0..1]; returns {base, 1 / the row's sum}, a probability being
+// 2^(x - base) * inv. One cluster barrier, after which the caller may arrive (its reads of the
+// peers' slots are done) and wait only at exit. A row of all -inf gives base 0 and a sum of 0
+// (NaN probabilities, as documented).
+__device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_group& cluster,
+                                                    RowStats st, float* slots, float* scratch) {
+  const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
+  const float s =
+      block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
+  if (threadIdx.x == 0) {
+    slots[0] = m;
+    slots[1] = s;
+  }
+  cluster.sync();
+  float gm = -INFINITY;
+#pragma unroll
+  for (int r = 0; r < kSoftmaxCluster; ++r) gm = fmaxf(gm, cluster.map_shared_rank(slots, r)[0]);
+  const float base = gm == -INFINITY ? 0.f : gm;
+  float gs = 0.f;
+#pragma unroll
+  for (int r = 0; r < kSoftmaxCluster; ++r) {
+    const float* q = cluster.map_shared_rank(slots, r);
+    gs += q[0] == -INFINITY ? 0.f : q[1] * exp2_approx(q[0] - base);
+  }
+  return make_float2(base, 1.f / gs);
+}
+
 template <typename T, bool VEC>
 __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads)
     softmax_kernel(SoftmaxParams p) {
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
-  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 2 exchange slots
+  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 4 exchange slots
   __shared__ float scratch[kSoftmaxThreads / 32];
-  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum
+  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum (online: [2..3] too)
   const int rank = static_cast<int>(cluster.block_rank());
   const int64_t row = blockIdx.x / kSoftmaxCluster;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
@@ -136,18 +188,28 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const T* in = static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin;
   pdl_wait();
   const float t = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
-  const float inv_t = 1.f / t;
-  float mx = -INFINITY;
+  const float scale = (EMBER_SOFTMAX_ONLINE ? kLog2e : 1.f) / t;
+  RowStats st;
   load_chunk<T, VEC>(in, n, row_smem, [&](float x) {
-    x *= inv_t;
-    mx = fmaxf(mx, x);
+    x *= scale;
+    st.add(x);
     return x;
   });
-  const float inv_s = exp_and_normalizer(cluster, row_smem, n, mx, exchange, scratch);
-  cluster.sync();  // no CTA leaves while another still reads its exchange slots
-  pdl_launch_dependents();
   float* out = p.probs + row * p.probs_row_stride + begin;
-  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
+  if (EMBER_SOFTMAX_ONLINE) {
+    const float2 nz = online_normalizer(cluster, st, exchange, scratch);
+    auto token = cluster.barrier_arrive();  // this CTA's reads of its peers' slots are done
+    pdl_launch_dependents();
+    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
+      out[i] = exp2_approx(row_smem[i] - nz.x) * nz.y;
+    }
+    cluster.barrier_wait(std::move(token));  // no CTA leaves while another reads its slots
+  } else {
+    const float inv_s = exp_and_normalizer(cluster, row_smem, n, st.m, exchange, scratch);
+    cluster.sync();  // no CTA leaves while another still reads its exchange slots
+    pdl_launch_dependents();
+    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
+  }
 }
 
 #ifndef EMBER_SOFTMAX_PERSISTENT
@@ -177,9 +239,9 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     T v[kE];
   };
   cg::cluster_group cluster = cg::this_cluster();
-  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 2 exchange slots
+  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 4 exchange slots
   __shared__ float scratch[kSoftmaxThreads / 32];
-  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum
+  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum (online: [2..3] too)
   const int rank = static_cast<int>(cluster.block_rank());
   const int64_t clusters = gridDim.x / kSoftmaxCluster;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
@@ -198,10 +260,10 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   int64_t row = blockIdx.x / kSoftmaxCluster;
   pdl_wait();
   if (row < p.rows) issue(row);
-  for (; row < p.rows; row += clusters) {
+  for (int iter = 0; row < p.rows; row += clusters, ++iter) {
     const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
-    const float inv_t = 1.f / t_row;
-    float mx = -INFINITY;
+    const float scale = (EMBER_SOFTMAX_ONLINE ? kLog2e : 1.f) / t_row;
+    RowStats st;
     __syncthreads();  // the previous row's store pass is done reading row_smem
 #pragma unroll
     for (int u = 0; u < kPacks; ++u) {
@@ -210,8 +272,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
         float v[kE];
 #pragma unroll
         for (int j = 0; j < kE; ++j) {
-          v[j] = to_float(next[u].v[j]) * inv_t;
-          mx = fmaxf(mx, v[j]);
+          v[j] = to_float(next[u].v[j]) * scale;
+          st.add(v[j]);
         }
 #pragma unroll
         for (int j = 0; j < kE; j += 4) {
@@ -221,12 +283,21 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       }
     }
     if (row + clusters < p.rows) issue(row + clusters);  // in flight while this row finishes
-    // NOTE: the exchange slots need no barrier of their own between rows: a CTA writes slot 0
-    // (1) of row k + 1 only after every CTA has passed row k's second (row k + 1's first)
-    // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
-    const float inv_s = exp_and_normalizer(cluster, row_smem, n, mx, exchange, scratch);
     float* out = p.probs + row * p.probs_row_stride + begin;
-    for (int i = t; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
+    if (EMBER_SOFTMAX_ONLINE) {
+      // NOTE: one cluster barrier a row, so the slots alternate: row k + 2 writes row k's pair
+      // only after row k + 1's barrier, which every CTA passes after its reads of row k's.
+      const float2 nz = online_normalizer(cluster, st, exchange + 2 * (iter & 1), scratch);
+      for (int i = t; i < n; i += kSoftmaxThreads) {
+        out[i] = exp2_approx(row_smem[i] - nz.x) * nz.y;
+      }
+    } else {
+      // NOTE: the exchange slots need no barrier of their own between rows: a CTA writes slot 0
+      // (1) of row k + 1 only after every CTA has passed row k's second (row k + 1's first)
+      // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
+      const float inv_s = exp_and_normalizer(cluster, row_smem, n, st.m, exchange, scratch);
+      for (int i = t; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
+    }
   }
   cluster.sync();  // no CTA leaves while another still reads its exchange slots
   pdl_launch_dependents();
@@ -855,7 +926,7 @@ int persistent_clusters(const SoftmaxParams& p, size_t smem) {
 template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
-  const size_t smem = (static_cast<size_t>(p.chunk) + 2) * sizeof(float);
+  const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
   if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
       p.chunk <= kPersistentMaxChunk) {
     const int clusters = persistent_clusters<T>(p, smem);
