@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The next session's H200 calls (device tool, `.whl` carried; output under $OUT; timeout_s 600;
+# fire each as soon as the previous returns, while the machine is warm):
+#   (default)  sampling: GPU tests of the sampling files at HEAD and with the online softmax
+#              (-DEMBER_SOFTMAX_ONLINE=1), the decode fp8 tests (decode_tc.cuh's rename), the
+#              softmax A/B (default / online / online + one-row kernel, fp32 and bf16, 4 shapes),
+#              an Nsight Compute profile of both softmax kernels, then the peers' softmax table
+#              (torch.compile, FlashInfer: up to 240 s, their compiles included)
+#   PEERS=1    the filters' peer tables (FlashInfer's sampling module compiles ~53 s)
+#   SUITE=1    the whole GPU suite (430 s at 296deba)
+# Activations' and RoPE's peer tables: tools/h200_issue5.sh act (not rerun since b2a2be8's
+# FlashInfer run).
+#   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next9.sh
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
+if [ "${SUITE:-0}" = 1 ]; then
+  timeout 560 python3 -m pytest -q tests -p no:cacheprovider --durations=15 > $OUT/tests_all.txt 2>&1
+  echo "rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)" $OUT/tests_all.txt | head -40
+  exit 0
+fi
+bench() { local tag=$1 t=$2; shift 2; timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1; echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f3-8,11,13-; }
+if [ "${PEERS:-0}" = 1 ]; then
+  bench top_p 240 top_p_sampling_from_probs --backends ember,torch,flashinfer
+  bench topk_topp_logits 150 top_k_top_p_sampling_from_logits --backends ember,torch,torch_compile,flashinfer
+  for op in top_k_sampling_from_probs min_p_sampling_from_probs top_k_top_p_sampling_from_probs top_k_renorm_probs top_p_renorm_probs top_k_mask_logits; do
+    bench $op 60 $op --backends ember,flashinfer --shapes 128x128256
+  done
+  exit 0
+fi
+ON=-DEMBER_SOFTMAX_ONLINE=1
+python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
+timeout 120 python3 -m pytest -q tests/ops/test_sampling_filters.py tests/ops/test_sampling.py -p no:cacheprovider > $OUT/tests_sampling.txt 2>&1
+echo "tests sampling rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_sampling.txt | head -8
+EMBER_EXTRA_CUDA_FLAGS=$ON timeout 90 python3 -m pytest -q tests/ops/test_sampling.py -p no:cacheprovider > $OUT/tests_online.txt 2>&1
+echo "tests online softmax rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_online.txt | head -8
+timeout 90 python3 -m pytest -q tests/ops/test_decode.py -k "fp8" -p no:cacheprovider > $OUT/tests_decode_fp8.txt 2>&1
+echo "tests decode fp8 rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_decode_fp8.txt | head -8
+echo "== softmax A/B"
+S=128x128256,512x32000,1x128256,32x151936
+bench softmax 60 softmax --backends ember --shapes $S
+EMBER_EXTRA_CUDA_FLAGS=$ON bench softmax_online 60 softmax --backends ember --shapes $S
+EMBER_EXTRA_CUDA_FLAGS="$ON -DEMBER_SOFTMAX_PERSISTENT=0" bench softmax_online_onerow 60 softmax --backends ember --shapes 128x128256
+bench softmax_bf16 60 softmax --backends ember --shapes 128x128256 --dtypes bf16
+EMBER_EXTRA_CUDA_FLAGS=$ON bench softmax_online_bf16 60 softmax --backends ember --shapes 128x128256 --dtypes bf16
+echo "== ncu: the softmax kernels at 128 x 128 256 fp32 (default, then online)"
+M=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_membar_per_warp_active.pct,smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct,smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct
+for flags in "" "$ON"; do
+  EMBER_EXTRA_CUDA_FLAGS="$flags" timeout 90 ncu --clock-control none --kernel-name regex:softmax --launch-skip 2 --launch-count 1 --metrics $M python3 -c "
+import torch, ember
+x = 4 * torch.randn(128, 128256, device='cuda')
+for _ in range(4): ember.softmax(x, 0.7)
+torch.cuda.synchronize()" > $OUT/ncu_softmax.txt 2>&1; echo "ncu {$flags} rc $?"; grep -E "softmax|gpu__time|inst_exec|issue_active|dram__|warps_active|grid_size|stalled" $OUT/ncu_softmax.txt | head -14
+done
+echo "== peers"
+bench softmax_peers 240 softmax --backends ember,torch,torch_compile,flashinfer --shapes 128x128256,32x151936
