@@ -173,14 +173,23 @@ __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_
   return make_float2(base, 1.f / gs);
 }
 
+// The store pass over a CTA's chunk: 2^(x - base) * inv for the online form, else x * inv (the
+// chunk already holds exp(x - max)).
+__device__ __forceinline__ void store_probs(float* out, const float* row_smem, int n, float base,
+                                            float inv) {
+  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
+    out[i] = EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
+  }
+}
+
 template <typename T, bool VEC>
 __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads)
     softmax_kernel(SoftmaxParams p) {
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
-  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 4 exchange slots
+  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 2 exchange slots
   __shared__ float scratch[kSoftmaxThreads / 32];
-  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum (online: [2..3] too)
+  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum
   const int rank = static_cast<int>(cluster.block_rank());
   const int64_t row = blockIdx.x / kSoftmaxCluster;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
@@ -200,15 +209,13 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     const float2 nz = online_normalizer(cluster, st, exchange, scratch);
     auto token = cluster.barrier_arrive();  // this CTA's reads of its peers' slots are done
     pdl_launch_dependents();
-    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
-      out[i] = exp2_approx(row_smem[i] - nz.x) * nz.y;
-    }
+    store_probs(out, row_smem, n, nz.x, nz.y);
     cluster.barrier_wait(std::move(token));  // no CTA leaves while another reads its slots
   } else {
     const float inv_s = exp_and_normalizer(cluster, row_smem, n, st.m, exchange, scratch);
     cluster.sync();  // no CTA leaves while another still reads its exchange slots
     pdl_launch_dependents();
-    for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
+    store_probs(out, row_smem, n, 0.f, inv_s);
   }
 }
 
@@ -288,15 +295,13 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       // NOTE: one cluster barrier a row, so the slots alternate: row k + 2 writes row k's pair
       // only after row k + 1's barrier, which every CTA passes after its reads of row k's.
       const float2 nz = online_normalizer(cluster, st, exchange + 2 * (iter & 1), scratch);
-      for (int i = t; i < n; i += kSoftmaxThreads) {
-        out[i] = exp2_approx(row_smem[i] - nz.x) * nz.y;
-      }
+      store_probs(out, row_smem, n, nz.x, nz.y);
     } else {
       // NOTE: the exchange slots need no barrier of their own between rows: a CTA writes slot 0
       // (1) of row k + 1 only after every CTA has passed row k's second (row k + 1's first)
       // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
-      const float inv_s = exp_and_normalizer(cluster, row_smem, n, st.m, exchange, scratch);
-      for (int i = t; i < n; i += kSoftmaxThreads) out[i] = row_smem[i] * inv_s;
+      store_probs(out, row_smem, n, 0.f,
+                  exp_and_normalizer(cluster, row_smem, n, st.m, exchange, scratch));
     }
   }
   cluster.sync();  // no CTA leaves while another still reads its exchange slots
