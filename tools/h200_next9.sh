@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The next session's H200 calls (device tool, `.whl` carried; output under $OUT; timeout_s 600;
 # fire each as soon as the previous returns, while the machine is warm):
-#   (default)  sampling: GPU tests of the sampling files at HEAD and with the online softmax
-#              (-DEMBER_SOFTMAX_ONLINE=1), the decode fp8 tests (decode_tc.cuh's rename), the
-#              softmax A/B (default / online / online + one-row kernel, fp32 and bf16, 4 shapes),
-#              an Nsight Compute profile of both softmax kernels, then the peers' softmax table
-#              (torch.compile, FlashInfer: up to 240 s, their compiles included)
-#   PEERS=1    the filters' peer tables (FlashInfer's sampling module compiles ~53 s)
+#   (default)  sampling: GPU tests of the sampling files at HEAD, with the online softmax
+#              (-DEMBER_SOFTMAX_ONLINE=1) and with the filters' lean keys
+#              (-DEMBER_FILTER_LEAN_KEYS=1); the decode fp8 tests (decode_tc.cuh's rename); the
+#              lean-keys A/B (3 ops, 2 shapes); the softmax A/B (default / online / online +
+#              one-row kernel, fp32 and bf16, 4 shapes); Nsight Compute on both softmax kernels
+#              (~450 s in all)
+#   PEERS=1    the peers' softmax and filter tables (torch.compile, FlashInfer; their compiles
+#              take most of it: FlashInfer's sampling module ~53 s)
 #   SUITE=1    the whole GPU suite (430 s at 296deba)
 # Activations' and RoPE's peer tables: tools/h200_issue5.sh act (not rerun since b2a2be8's
 # FlashInfer run).
@@ -21,6 +23,7 @@ if [ "${SUITE:-0}" = 1 ]; then
 fi
 bench() { local tag=$1 t=$2; shift 2; timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1; echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f3-8,11,13-; }
 if [ "${PEERS:-0}" = 1 ]; then
+  bench softmax_peers 200 softmax --backends ember,torch,torch_compile,flashinfer --shapes 128x128256,32x151936
   bench top_p 240 top_p_sampling_from_probs --backends ember,torch,flashinfer
   bench topk_topp_logits 150 top_k_top_p_sampling_from_logits --backends ember,torch,torch_compile,flashinfer
   for op in top_k_sampling_from_probs min_p_sampling_from_probs top_k_top_p_sampling_from_probs top_k_renorm_probs top_p_renorm_probs top_k_mask_logits; do
@@ -36,6 +39,14 @@ EMBER_EXTRA_CUDA_FLAGS=$ON timeout 90 python3 -m pytest -q tests/ops/test_sampli
 echo "tests online softmax rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_online.txt | head -8
 timeout 90 python3 -m pytest -q tests/ops/test_decode.py -k "fp8" -p no:cacheprovider > $OUT/tests_decode_fp8.txt 2>&1
 echo "tests decode fp8 rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_decode_fp8.txt | head -8
+LK=-DEMBER_FILTER_LEAN_KEYS=1
+EMBER_EXTRA_CUDA_FLAGS=$LK timeout 60 python3 -m pytest -q tests/ops/test_sampling_filters.py -p no:cacheprovider > $OUT/tests_lean_keys.txt 2>&1
+echo "tests filters, lean keys rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_lean_keys.txt | head -8
+echo "== filters A/B: lean keys (one-instruction keys of non-negative rows, 32-bit rest)"
+for op in top_p_sampling_from_probs top_k_top_p_sampling_from_logits top_k_sampling_from_probs; do
+  bench ${op} 40 $op --backends ember --shapes 128x128256,1x128256
+  EMBER_EXTRA_CUDA_FLAGS=$LK bench ${op}_lean_keys 40 $op --backends ember --shapes 128x128256,1x128256
+done
 echo "== softmax A/B"
 S=128x128256,512x32000,1x128256,32x151936
 bench softmax 60 softmax --backends ember --shapes $S
@@ -52,5 +63,3 @@ x = 4 * torch.randn(128, 128256, device='cuda')
 for _ in range(4): ember.softmax(x, 0.7)
 torch.cuda.synchronize()" > $OUT/ncu_softmax.txt 2>&1; echo "ncu {$flags} rc $?"; grep -E "softmax|gpu__time|inst_exec|issue_active|dram__|warps_active|grid_size|stalled" $OUT/ncu_softmax.txt | head -14
 done
-echo "== peers"
-bench softmax_peers 240 softmax --backends ember,torch,torch_compile,flashinfer --shapes 128x128256,32x151936

@@ -366,6 +366,18 @@ __device__ __forceinline__ uint32_t order_key(float x) {
   return (b & 0x80000000u) != 0u ? ~b : (b | 0x80000000u);
 }
 
+#ifndef EMBER_FILTER_LEAN_KEYS
+#define EMBER_FILTER_LEAN_KEYS \
+  0  // NOTE: 1 = one-instruction keys of non-negative rows, 32-bit rest
+#endif
+// order_key for rows the filters hold as non-negative values (probabilities, exponentials of
+// logits; -0 made +0 on load): their sign bit is clear, so the key is the bits with it set, one
+// instruction instead of three. NONNEG = false: order_key (logits to mask).
+template <bool NONNEG>
+__device__ __forceinline__ uint32_t key_of(float x) {
+  return NONNEG ? (__float_as_uint(x) | 0x80000000u) : order_key(x);
+}
+
 // Inverse-CDF sampling over a row split across the cluster, the chunk already in shared memory
 // (layout as softmax_kernel); elements whose key is below `tau` count as 0 (and are zeroed). Each
 // thread owns a contiguous segment [lo, hi) of its CTA's chunk; the CTAs exchange their totals,
@@ -374,6 +386,7 @@ __device__ __forceinline__ uint32_t order_key(float x) {
 // the last element with mass before it is taken, so an element of probability 0 is never
 // returned. A row whose total is not finite and positive gets -1. Ends with every remote read of
 // this CTA's shared memory done (CTAs may leave).
+template <bool NONNEG>
 __device__ __forceinline__ void sample_chunk(cooperative_groups::cluster_group& cluster, float* v,
                                              int n, int lo, int hi, uint32_t tau, int64_t row,
                                              int64_t begin, uint64_t seed, uint64_t offset,
@@ -387,7 +400,7 @@ __device__ __forceinline__ void sample_chunk(cooperative_groups::cluster_group& 
   int last_nonzero = -1;
   for (int i = lo; i < hi; ++i) {
     float x = v[i];
-    if (tau != 0u && order_key(x) < tau) {
+    if (tau != 0u && key_of<NONNEG>(x) < tau) {
       x = 0.f;
       v[i] = 0.f;
     }
@@ -547,7 +560,7 @@ __device__ __forceinline__ void add_mass(unsigned* lo, unsigned* hi, unsigned lo
 // Level 0 first histograms only keys >= `cut` (a bound below which a peaked row's answer
 // practically never lies: most of a vocabulary sits far below its maximum), adding the rest up
 // in registers; if the answer turns out to lie below the cut the select starts over without it.
-template <bool BY_MASS>
+template <bool BY_MASS, bool NONNEG>
 __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, RadixSmem& h,
                                  int& pass, const float* v, int lo, int hi, float scale,
                                  uint32_t floor, uint32_t cut, unsigned long long want,
@@ -591,13 +604,17 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       }
       __syncthreads();
       unsigned long long rest = 0;  // level 0: the mass (or count) of [floor, bound)
+      // NOTE: with lean keys the lean level 0 adds it up in 32 bits: below the cut a value's
+      // fixed-point mass is under 2^24 (the cut is the row maximum's 2^-16, the maximum 2^40), and
+      // a segment holds at most 115 values, so a thread's sum stays under 2^31.
+      uint32_t rest32 = 0;
 #if EMBER_FILTER_COMPACT
       // Levels 2 and 3 walk the list level 1 gathered (when it fit) instead of the whole chunk:
       // a peaked row's chosen level-0 bin holds a few dozen of a CTA's 16 000 values.
       if (level >= 2 && h.n_survivors <= kSurvivors) {
         for (int i = t; i < h.n_survivors; i += kSoftmaxThreads) {
           const float x = h.survivors[i];
-          const uint32_t k = order_key(x);
+          const uint32_t k = key_of<NONNEG>(x);
           if (((k - origin) & high) != prefix) continue;
           const int bin = static_cast<int>(((k - origin) >> shift) & digit);
           if (BY_MASS) {
@@ -615,7 +632,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         for (int j = 0; j < steps; ++j) {
           const int i = lo + j;
           const float x = i < hi ? v[i] : 0.f;
-          const uint32_t k = order_key(x);
+          const uint32_t k = key_of<NONNEG>(x);
           const bool match = i < hi && k >= bound && ((k - origin) & high) == prefix;
           const unsigned votes = __ballot_sync(0xffffffffu, match);
           if (votes != 0u) {
@@ -642,7 +659,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         // values spread over ~128 bins, so runs are short and same-address atomics rare).
         for (int i = lo; i < hi; ++i) {
           const float x = v[i];
-          const uint32_t k = order_key(x);
+          const uint32_t k = key_of<NONNEG>(x);
           if (k >= bound) {
             const int bin = static_cast<int>(((k - origin) >> shift) & digit);
             if (BY_MASS) {
@@ -651,7 +668,11 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
               atomicAdd(&h.cnt[buf][bin], 1u);
             }
           } else if (k >= floor) {
-            rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
+            if (EMBER_FILTER_LEAN_KEYS) {
+              rest32 += BY_MASS ? __float2uint_rz(x * scale) : 1u;
+            } else {
+              rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
+            }
           }
         }
       } else {
@@ -660,7 +681,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         unsigned long long acc = 0;
         for (int i = lo; i < hi; ++i) {
           const float x = v[i];
-          const uint32_t k = order_key(x);
+          const uint32_t k = key_of<NONNEG>(x);
           if (k < bound) {
             if (level == 0 && k >= floor) rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
             continue;
@@ -690,6 +711,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       }
       const bool split = level == 0 && bound != floor;
       if (split) {
+        rest += rest32;
 #pragma unroll
         for (int o = 16; o > 0; o /= 2) rest += __shfl_xor_sync(0xffffffffu, rest, o);
         if (lane == 0 && rest != 0ull) atomicAdd(&h.rest[buf], rest);  // once per warp
@@ -784,6 +806,9 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   if constexpr (MODE == kSampleLogits) {
     inv_t = 1.f / (p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature);
   }
+  // Non-negative rows (everything but logits to mask: probabilities, and logits to sample from
+  // once exponentiated below) take the one-instruction keys under EMBER_FILTER_LEAN_KEYS.
+  constexpr bool kNonneg = EMBER_FILTER_LEAN_KEYS && MODE != kMaskLogits;
   float mx = -INFINITY;
   bool bad = false;
   load_chunk<T, VEC>(in, n, chunk_smem, [&](float x) {
@@ -794,6 +819,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       bad |= isnan(x) || x == INFINITY;
     } else {
       bad |= !(x >= 0.f && x < INFINITY);
+      if constexpr (kNonneg) x += 0.f;  // -0 becomes +0 (its sign bit would misorder the key)
     }
     mx = fmaxf(mx, x);
     return x;
@@ -856,27 +882,27 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const uint32_t cut =
       MODE != kMaskLogits && has_mass ? order_key(mass_max * 1.52587890625e-05f) : 0u;
   if (use_k) {
-    tau = radix_select<false>(cluster, hist, pass, chunk_smem, lo, hi, scale, 0u, cut,
-                              static_cast<unsigned long long>(k), 0.f);
+    tau = radix_select<false, kNonneg>(cluster, hist, pass, chunk_smem, lo, hi, scale, 0u, cut,
+                                       static_cast<unsigned long long>(k), 0.f);
   }
   if constexpr (MODE != kMaskLogits) {
     if (use_p) {
-      const uint32_t key_p =
-          radix_select<true>(cluster, hist, pass, chunk_smem, lo, hi, scale, tau, cut, 0ull, top_p);
+      const uint32_t key_p = radix_select<true, kNonneg>(cluster, hist, pass, chunk_smem, lo, hi,
+                                                         scale, tau, cut, 0ull, top_p);
       tau = max(tau, key_p);
     }
     if (use_min) tau = max(tau, order_key(fminf(min_p, 1.f) * mass_max));
   }
 
   if constexpr (MODE == kSampleProbs || MODE == kSampleLogits) {
-    sample_chunk(cluster, chunk_smem, n, lo, hi, tau, row, begin, p.seed, p.offset, p.samples,
-                 exchange + 2, scratch);
+    sample_chunk<kNonneg>(cluster, chunk_smem, n, lo, hi, tau, row, begin, p.seed, p.offset,
+                          p.samples, exchange + 2, scratch);
     pdl_launch_dependents();
   } else if constexpr (MODE == kRenormProbs) {
     float mine = 0.f;
     for (int i = lo; i < hi; ++i) {
       float x = chunk_smem[i];
-      if (order_key(x) < tau) {
+      if (key_of<kNonneg>(x) < tau) {
         x = 0.f;
         chunk_smem[i] = 0.f;
       }
