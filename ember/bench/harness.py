@@ -11,7 +11,9 @@ For each ``(case, backend variant)`` a routine yields, :class:`BenchContext` doe
    mechanism used, and the command that reproduces it.
 
 Any exception in a backend becomes an ``error`` row; the run goes on. The exit status is 0 when no
-row failed its check or errored, 1 otherwise, 2 when the bench cannot run at all (no GPU).
+row failed its check or errored, 1 otherwise, 2 when the bench cannot run at all (no GPU). A
+SIGTERM (``timeout``'s signal) stops the run after the case in progress: the rows already measured
+are still written and printed, with a note saying the rest were not run, and the status is 1.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import argparse
 import datetime
 import logging
 import shlex
+import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +56,16 @@ from ember.bench.timing import (
 )
 from ember.errors import EmberError
 
-__all__ = ["PROG", "BenchContext", "Environment", "build_parser", "main", "require_cuda"]
+__all__ = [
+    "PROG",
+    "BenchContext",
+    "BenchStopped",
+    "Environment",
+    "build_parser",
+    "collect_rows",
+    "main",
+    "require_cuda",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -628,6 +641,46 @@ def _ceilings_for(
     return measured, rows, ctx
 
 
+class BenchStopped(BaseException):
+    """Raised by the SIGTERM handler :func:`collect_rows` installs. A ``BaseException``, so the
+    per-backend ``except Exception`` that turns failures into error rows lets it through."""
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    def stop(signum: int, frame: object) -> None:
+        raise BenchStopped(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def collect_rows(
+    ctx: BenchContext, pairs: Iterable[tuple[Case, Impl | Skip]]
+) -> tuple[list[Row], bool]:
+    """Run every pair, keeping each row as it completes; ``(rows, stopped)``.
+
+    A SIGTERM (``timeout``'s signal, on a device call that ran out of time) ends the run after the
+    case in progress is abandoned: the rows measured before it are returned with ``stopped`` set,
+    so they are still written rather than lost with the process. Host-timed routines time a case's
+    backends together, so their rows arrive a case at a time.
+    """
+    rows: list[Row] = []
+    with _stop_on_sigterm():
+        try:
+            if ctx.timer_kind == "host":
+                rows.extend(ctx.run_cases(pairs))
+            else:
+                for case, impl in pairs:
+                    rows.append(ctx.run_case(case, impl))
+        except BenchStopped:
+            return rows, True
+    return rows, False
+
+
 def _header(title: str, ctx: BenchContext) -> str:
     env, c = ctx.env, ctx.ceilings
     ceil = (
@@ -670,8 +723,14 @@ def run_routine(routine: Routine, args: argparse.Namespace) -> int:
     ctx = BenchContext.from_args(routine, args, env)
     if routine.timer == "device":
         ctx.ceilings, _, _ = _ceilings_for(env, args, remeasure=False)
-    rows = ctx.run_cases(routine.run(ctx, args))
-    return _finish(routine.name, ctx, rows, args.out)
+    rows, stopped = collect_rows(ctx, routine.run(ctx, args))
+    if stopped:
+        ctx.notes = (
+            *ctx.notes,
+            f"stopped by SIGTERM after {len(rows)} row(s): the remaining cases were not run",
+        )
+    status = _finish(routine.name, ctx, rows, args.out)
+    return 1 if stopped else status
 
 
 def run_ceilings(args: argparse.Namespace) -> int:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -22,7 +24,15 @@ import ember
 from ember.bench import ceilings, host, report, routines, timing
 from ember.bench.case import Impl, check_outputs, parse_dtype, parse_shape
 from ember.bench.errors import TimingError
-from ember.bench.harness import PROG, BenchContext, Environment, build_parser, ember_commit, main
+from ember.bench.harness import (
+    PROG,
+    BenchContext,
+    Environment,
+    build_parser,
+    collect_rows,
+    ember_commit,
+    main,
+)
 from ember.bench.routines import norm
 from ember.cli import _split_bench
 from ember.cli import main as ember_main
@@ -449,6 +459,51 @@ REQUIRED_FIELDS = {
     "std_us", "min_us", "iters", "gbps", "tflops", "pct_of_copy_ceiling", "refcheck",
     "ember_commit", "date", "cmd", "status", "l2", "bytes", "best",
 }  # fmt: skip
+
+
+def test_sigterm_keeps_the_rows_already_measured(
+    no_peers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A device call that runs out of time sends SIGTERM (`timeout`): the rows measured before it
+    # must survive (they were lost with the process before), the rest are not run, and the
+    # previous handler comes back.
+    calls: list[int] = []
+
+    def fake_rmsnorm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None) -> Any:
+        calls.append(len(calls))
+        if len(calls) == 5:  # the third case's reference check
+            os.kill(os.getpid(), signal.SIGTERM)
+        return norm.torch_rmsnorm(x, weight, eps)
+
+    monkeypatch.setattr(ember, "rmsnorm", fake_rmsnorm, raising=False)
+    args = build_parser().parse_args(
+        ["rmsnorm", "--backends", "ember[default]", "--shapes", "4x64,8x64,16x64,32x64"]
+    )
+    r = routines.get_routine(args.routine)
+    fake = FakeTimer()
+    ctx = BenchContext.from_args(
+        r, args, ENV, device="cpu", timer=fake, host_timer=fake, mechanism="cuda_event"
+    )
+
+    def sentinel(signum: int, frame: object) -> None:
+        raise AssertionError("the bench's handler should have caught it")
+
+    previous = signal.signal(signal.SIGTERM, sentinel)
+    try:
+        rows, stopped = collect_rows(ctx, r.run(ctx, args))
+        assert signal.getsignal(signal.SIGTERM) is sentinel
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert stopped
+    assert [(row.shape, row.status) for row in rows] == [("4x64", "ok"), ("8x64", "ok")]
+    assert all(row.median_us == 11.0 for row in rows)
+    rows, stopped = collect_rows(
+        ctx,
+        r.run(
+            ctx, build_parser().parse_args(["rmsnorm", "--backends", "torch", "--shapes", "4x64"])
+        ),
+    )
+    assert not stopped and [row.status for row in rows] == ["ok"]
 
 
 def test_row_schema_and_jsonl(tmp_path: Path, no_peers: None) -> None:
