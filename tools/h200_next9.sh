@@ -6,7 +6,7 @@
 #              (-DEMBER_FILTER_LEAN_KEYS=1); the decode fp8 tests (decode_tc.cuh's rename); the
 #              lean-keys A/B (3 ops, 2 shapes); the softmax A/B (default / online / online +
 #              one-row kernel, fp32 and bf16, 4 shapes); Nsight Compute on both softmax kernels
-#              (~450 s in all)
+#              and on RoPE at 8192 tokens (~480 s in all)
 #   PEERS=1    the peers' softmax and filter tables (torch.compile, FlashInfer; their compiles
 #              take most of it: FlashInfer's sampling module ~53 s)
 #   SUITE=1    the whole GPU suite (430 s at 296deba)
@@ -63,3 +63,12 @@ x = 4 * torch.randn(128, 128256, device='cuda')
 for _ in range(4): ember.softmax(x, 0.7)
 torch.cuda.synchronize()" > $OUT/ncu_softmax.txt 2>&1; echo "ncu {$flags} rc $?"; grep -E "softmax|gpu__time|inst_exec|issue_active|dram__|warps_active|grid_size|stalled" $OUT/ncu_softmax.txt | head -14
 done
+echo "== ncu: RoPE at 8192 tokens, 32/8 heads, d128 bf16, cos/sin cache, in place (is it DRAM-bound?)"
+timeout 90 ncu --clock-control none --kernel-name regex:rope --launch-skip 2 --launch-count 1 --metrics $M,dram__bytes_read.sum,dram__bytes_write.sum,l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum python3 -c "
+import torch, ember
+q = torch.randn(8192, 32, 128, device='cuda', dtype=torch.bfloat16)
+k = torch.randn(8192, 8, 128, device='cuda', dtype=torch.bfloat16)
+pos = torch.randint(0, 8192, (8192,), device='cuda', dtype=torch.int32)
+cache = torch.randn(8192, 128, device='cuda')
+for _ in range(4): ember.apply_rope_with_cos_sin_cache_(q, k, pos, cache)
+torch.cuda.synchronize()" > $OUT/ncu_rope.txt 2>&1; echo "ncu rope rc $?"; grep -E "rope|gpu__time|inst_exec|issue_active|dram__|warps_active|grid_size|stalled|l1tex" $OUT/ncu_rope.txt | head -16
