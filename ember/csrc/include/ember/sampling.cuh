@@ -367,8 +367,7 @@ __device__ __forceinline__ uint32_t order_key(float x) {
 }
 
 #ifndef EMBER_FILTER_LEAN_KEYS
-#define EMBER_FILTER_LEAN_KEYS \
-  0  // NOTE: 1 = one-instruction keys of non-negative rows, 32-bit rest
+#define EMBER_FILTER_LEAN_KEYS 0  // NOTE: 1 = 1-instruction keys, 32-bit rest, no zeroing (A/B)
 #endif
 // order_key for rows the filters hold as non-negative values (probabilities, exponentials of
 // logits; -0 made +0 on load): their sign bit is clear, so the key is the bits with it set, one
@@ -398,11 +397,18 @@ __device__ __forceinline__ void sample_chunk(cooperative_groups::cluster_group& 
   if (threadIdx.x == 0) found = 0;
   float mine = 0.f;
   int last_nonzero = -1;
+  // The value element i counts with: 0 below the threshold.
+  auto kept = [&](int i) {
+    const float x = v[i];
+    return tau != 0u && key_of<NONNEG>(x) < tau ? 0.f : x;
+  };
   for (int i = lo; i < hi; ++i) {
     float x = v[i];
     if (tau != 0u && key_of<NONNEG>(x) < tau) {
       x = 0.f;
-      v[i] = 0.f;
+      // NOTE: lean keys leave the chunk as it is (the owner's scan applies the threshold
+      // again) rather than a shared-memory store for nearly every value of the row
+      if (!EMBER_FILTER_LEAN_KEYS) v[i] = 0.f;
     }
     mine += x;
     if (x > 0.f) last_nonzero = i;
@@ -463,8 +469,9 @@ __device__ __forceinline__ void sample_chunk(cooperative_groups::cluster_group& 
       float run = start;
       pick = last_nonzero;  // rounding left the target past the running sum: the last mass
       for (int i = lo; i < hi; ++i) {
-        run += v[i];
-        if (run > local && v[i] > 0.f) {
+        const float x = EMBER_FILTER_LEAN_KEYS ? kept(i) : v[i];
+        run += x;
+        if (run > local && x > 0.f) {
           pick = i;
           break;
         }
