@@ -2,11 +2,11 @@
 # The next session's H200 calls (device tool, `.whl` carried; output under $OUT; timeout_s 600;
 # fire each as soon as the previous returns, while the machine is warm):
 #   (default)  sampling: GPU tests of the sampling files at HEAD, with the online softmax
-#              (-DEMBER_SOFTMAX_ONLINE=1) and with the filters' lean keys
-#              (-DEMBER_FILTER_LEAN_KEYS=1); the decode fp8 tests (decode_tc.cuh's rename); the
-#              lean-keys A/B (3 ops, 2 shapes); the softmax A/B (default / online / online +
+#              (-DEMBER_SOFTMAX_ONLINE=1) and with the filters' lean passes
+#              (-DEMBER_FILTER_LEAN=1); the decode fp8 tests (decode_tc.cuh's rename); the
+#              lean A/B (3 ops, 2 shapes); the softmax A/B (default / online / online +
 #              one-row kernel, fp32 and bf16, 4 shapes); Nsight Compute on both softmax kernels
-#              and on RoPE at 8192 tokens (~480 s in all)
+#              and on RoPE at 8192 tokens, and on the lean top-p filter (~520 s in all)
 #   PEERS=1    the peers' softmax and filter tables (torch.compile, FlashInfer; their compiles
 #              take most of it: FlashInfer's sampling module ~53 s)
 #   SUITE=1    the whole GPU suite (430 s at 296deba)
@@ -39,14 +39,21 @@ EMBER_EXTRA_CUDA_FLAGS=$ON timeout 90 python3 -m pytest -q tests/ops/test_sampli
 echo "tests online softmax rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_online.txt | head -8
 timeout 90 python3 -m pytest -q tests/ops/test_decode.py -k "fp8" -p no:cacheprovider > $OUT/tests_decode_fp8.txt 2>&1
 echo "tests decode fp8 rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_decode_fp8.txt | head -8
-LK=-DEMBER_FILTER_LEAN_KEYS=1
-EMBER_EXTRA_CUDA_FLAGS=$LK timeout 60 python3 -m pytest -q tests/ops/test_sampling_filters.py -p no:cacheprovider > $OUT/tests_lean_keys.txt 2>&1
-echo "tests filters, lean keys rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_lean_keys.txt | head -8
-echo "== filters A/B: lean keys (one-instruction keys of non-negative rows, 32-bit rest)"
+LK=-DEMBER_FILTER_LEAN=1
+EMBER_EXTRA_CUDA_FLAGS=$LK timeout 60 python3 -m pytest -q tests/ops/test_sampling_filters.py -p no:cacheprovider > $OUT/tests_lean.txt 2>&1
+echo "tests filters, lean passes rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_lean.txt | head -8
+echo "== filters A/B: lean passes (keys, rest, level 1, sampling)"
 for op in top_p_sampling_from_probs top_k_top_p_sampling_from_logits top_k_sampling_from_probs; do
   bench ${op} 40 $op --backends ember --shapes 128x128256,1x128256
-  EMBER_EXTRA_CUDA_FLAGS=$LK bench ${op}_lean_keys 40 $op --backends ember --shapes 128x128256,1x128256
+  EMBER_EXTRA_CUDA_FLAGS=$LK bench ${op}_lean 40 $op --backends ember --shapes 128x128256,1x128256
 done
+echo "== ncu: the top-p filter_kernel, lean passes (session 8's default profile: 133 us, 70.6 M warp instructions)"
+FM=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_barrier_per_warp_active.pct,launch__registers_per_thread
+EMBER_EXTRA_CUDA_FLAGS=$LK timeout 90 ncu --clock-control none --kernel-name regex:filter_kernel --launch-skip 2 --launch-count 1 --metrics $FM python3 -c "
+import torch, ember
+p = torch.softmax(4 * torch.randn(128, 128256, device='cuda'), -1)
+for _ in range(4): ember.top_p_sampling_from_probs(p, 0.9)
+torch.cuda.synchronize()" > $OUT/ncu_top_p_lean.txt 2>&1; echo "ncu lean rc $?"; grep -E "filter_kernel|gpu__time|inst_exec|issue_active|stalled|registers" $OUT/ncu_top_p_lean.txt | head -8
 echo "== softmax A/B"
 S=128x128256,512x32000,1x128256,32x151936
 bench softmax 60 softmax --backends ember --shapes $S

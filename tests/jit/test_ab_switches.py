@@ -43,7 +43,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
             "EMBER_SOFTMAX_ONLINE=1",
             "EMBER_FILTER_COMPACT=0",
             "EMBER_FILTER_RELATIVE=0",
-            "EMBER_FILTER_LEAN_KEYS=1",
+            "EMBER_FILTER_LEAN=1",
         ),
     ),
     (lambda: sampling_spec("bf16"), ("EMBER_FILTER_RELATIVE=0", "EMBER_FILTER_LEAN0=0")),

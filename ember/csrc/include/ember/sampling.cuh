@@ -366,9 +366,13 @@ __device__ __forceinline__ uint32_t order_key(float x) {
   return (b & 0x80000000u) != 0u ? ~b : (b | 0x80000000u);
 }
 
-#ifndef EMBER_FILTER_LEAN_KEYS
-#define EMBER_FILTER_LEAN_KEYS 0  // NOTE: 1 = 1-instruction keys, 32-bit rest, no zeroing (A/B)
+#ifndef EMBER_FILTER_LEAN
+#define EMBER_FILTER_LEAN 0  // NOTE: 1 = lean passes (keys, rest, level 1, sampling; A/B)
 #endif
+// EMBER_FILTER_LEAN: fewer instructions a value in the filters' passes, same thresholds and draws
+// (docs/perf/notes/act.md): key_of below; level 0's mass below the cut added in 32 bits; level 1
+// appends survivors one atomic a match instead of a warp vote every step; the sampling pass does
+// not zero the values below the threshold in shared memory.
 // order_key for rows the filters hold as non-negative values (probabilities, exponentials of
 // logits; -0 made +0 on load): their sign bit is clear, so the key is the bits with it set, one
 // instruction instead of three. NONNEG = false: order_key (logits to mask).
@@ -408,7 +412,7 @@ __device__ __forceinline__ void sample_chunk(cooperative_groups::cluster_group& 
       x = 0.f;
       // NOTE: lean keys leave the chunk as it is (the owner's scan applies the threshold
       // again) rather than a shared-memory store for nearly every value of the row
-      if (!EMBER_FILTER_LEAN_KEYS) v[i] = 0.f;
+      if (!EMBER_FILTER_LEAN) v[i] = 0.f;
     }
     mine += x;
     if (x > 0.f) last_nonzero = i;
@@ -469,7 +473,7 @@ __device__ __forceinline__ void sample_chunk(cooperative_groups::cluster_group& 
       float run = start;
       pick = last_nonzero;  // rounding left the target past the running sum: the last mass
       for (int i = lo; i < hi; ++i) {
-        const float x = EMBER_FILTER_LEAN_KEYS ? kept(i) : v[i];
+        const float x = EMBER_FILTER_LEAN ? kept(i) : v[i];
         run += x;
         if (run > local && x > 0.f) {
           pick = i;
@@ -630,6 +634,24 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
             atomicAdd(&h.cnt[buf][bin], 1u);
           }
         }
+      } else if (EMBER_FILTER_LEAN && level == 1) {
+        // Each value level 1 histograms is also appended to the survivor list, one atomic a
+        // value: a peaked row's chosen level-0 bin holds a few dozen of a CTA's values, so the
+        // atomics are few, and the other values skip the warp vote's per-step cost.
+        for (int i = lo; i < hi; ++i) {
+          const float x = v[i];
+          const uint32_t k = key_of<NONNEG>(x);
+          if (k >= bound && ((k - origin) & high) == prefix) {
+            const int at = atomicAdd(&h.n_survivors, 1);
+            if (at < kSurvivors) h.survivors[at] = x;
+            const int bin = static_cast<int>(((k - origin) >> shift) & digit);
+            if (BY_MASS) {
+              add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
+            } else {
+              atomicAdd(&h.cnt[buf][bin], 1u);
+            }
+          }
+        }
       } else if (level == 1) {
         // The whole segment, every lane the same number of steps so the warp can vote: each
         // value level 1 histograms is also appended to the survivor list (one atomic a warp).
@@ -675,7 +697,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
               atomicAdd(&h.cnt[buf][bin], 1u);
             }
           } else if (k >= floor) {
-            if (EMBER_FILTER_LEAN_KEYS) {
+            if (EMBER_FILTER_LEAN) {
               rest32 += BY_MASS ? __float2uint_rz(x * scale) : 1u;
             } else {
               rest += BY_MASS ? fixed_mass(x, scale) : 1ull;
@@ -814,8 +836,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     inv_t = 1.f / (p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature);
   }
   // Non-negative rows (everything but logits to mask: probabilities, and logits to sample from
-  // once exponentiated below) take the one-instruction keys under EMBER_FILTER_LEAN_KEYS.
-  constexpr bool kNonneg = EMBER_FILTER_LEAN_KEYS && MODE != kMaskLogits;
+  // once exponentiated below) take the one-instruction keys under EMBER_FILTER_LEAN.
+  constexpr bool kNonneg = EMBER_FILTER_LEAN && MODE != kMaskLogits;
   float mx = -INFINITY;
   bool bad = false;
   load_chunk<T, VEC>(in, n, chunk_smem, [&](float x) {
