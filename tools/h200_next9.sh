@@ -9,6 +9,9 @@
 #              and on RoPE at 8192 tokens, and on the lean top-p filter (~520 s in all)
 #   PEERS=1    the peers' softmax and filter tables (torch.compile, FlashInfer; their compiles
 #              take most of it: FlashInfer's sampling module ~53 s)
+#   PROFILE=1  where the top-p filter kernel's warp instructions go, default and lean builds
+#              (Nsight Compute source counters, ranked by tools/ncu_source_top.py): the ncu total
+#              (70.6 M) is ~2x what the per-pass SASS model counts
 #   SUITE=1    the whole GPU suite (430 s at 296deba)
 # Activations' and RoPE's peer tables: tools/h200_issue5.sh act (not rerun since b2a2be8's
 # FlashInfer run).
@@ -22,6 +25,17 @@ if [ "${SUITE:-0}" = 1 ]; then
   exit 0
 fi
 bench() { local tag=$1 t=$2; shift 2; timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1; echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f3-8,11,13-; }
+if [ "${PROFILE:-0}" = 1 ]; then  # where the top-p filter kernel's instructions go, default and lean
+  for flags in "" "-DEMBER_FILTER_LEAN=1"; do
+    EMBER_EXTRA_CUDA_FLAGS="$flags" timeout 150 ncu --clock-control none --kernel-name regex:filter_kernel --launch-skip 2 --launch-count 1 --section SourceCounters -f -o /tmp/src_rep python3 -c "
+import torch, ember
+p = torch.softmax(4 * torch.randn(128, 128256, device='cuda'), -1)
+for _ in range(4): ember.top_p_sampling_from_probs(p, 0.9)
+torch.cuda.synchronize()" > $OUT/ncu_src.txt 2>&1; echo "ncu source {$flags} rc $?"; tail -2 $OUT/ncu_src.txt
+    python3 tools/ncu_source_top.py /tmp/src_rep.ncu-rep 45
+  done
+  exit 0
+fi
 if [ "${PEERS:-0}" = 1 ]; then
   bench softmax_peers 200 softmax --backends ember,torch,torch_compile,flashinfer --shapes 128x128256,32x151936
   bench top_p 240 top_p_sampling_from_probs --backends ember,torch,flashinfer
