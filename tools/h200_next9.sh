@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The next session's H200 calls (device tool, `.whl` carried; output under $OUT; timeout_s 600;
 # fire each as soon as the previous returns, while the machine is warm):
-#   (default)  sampling: GPU tests of the sampling files at HEAD, with the online softmax
-#              (-DEMBER_SOFTMAX_ONLINE=1) and with the filters' lean passes
-#              (-DEMBER_FILTER_LEAN=1); the decode fp8 tests (decode_tc.cuh's rename); the
-#              lean A/B (3 ops, 2 shapes); the softmax A/B (default / online / online +
-#              one-row kernel, fp32 and bf16, 4 shapes); Nsight Compute on both softmax kernels
-#              and on RoPE at 8192 tokens, and on the lean top-p filter (~520 s in all)
+#   (default)  GPU tests of the sampling files at HEAD, with the online softmax
+#              (-DEMBER_SOFTMAX_ONLINE=1), and with the filters' candidates: lean passes
+#              (-DEMBER_FILTER_LEAN=1), two-phase level 0 (-DEMBER_FILTER_SPLIT0=1) and both; the
+#              decode fp8 tests (decode_tc.cuh's rename); the filters' A/B (4 builds, top-p and
+#              top-k+top-p from logits); the softmax A/B (default / online / online + one-row
+#              kernel, fp32 and bf16, 4 shapes) (~480 s in all)
+#   PROFILE=1  Nsight Compute: where the top-p filter kernel's warp instructions go (source
+#              counters ranked by tools/ncu_source_top.py, default and lean + split builds: the
+#              ncu total, 70.6 M, is ~3x what the per-pass SASS model counts; notes/act.md has
+#              the divergence hypothesis), both softmax kernels, RoPE at 8192 tokens
 #   PEERS=1    the peers' softmax and filter tables (torch.compile, FlashInfer; their compiles
 #              take most of it: FlashInfer's sampling module ~53 s)
-#   PROFILE=1  where the top-p filter kernel's warp instructions go, default and lean builds
-#              (Nsight Compute source counters, ranked by tools/ncu_source_top.py): the ncu total
-#              (70.6 M) is ~2x what the per-pass SASS model counts
 #   SUITE=1    the whole GPU suite (430 s at 296deba)
 # Activations' and RoPE's peer tables: tools/h200_issue5.sh act (not rerun since b2a2be8's
 # FlashInfer run).
@@ -25,15 +26,36 @@ if [ "${SUITE:-0}" = 1 ]; then
   exit 0
 fi
 bench() { local tag=$1 t=$2; shift 2; timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1; echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f3-8,11,13-; }
-if [ "${PROFILE:-0}" = 1 ]; then  # where the top-p filter kernel's instructions go, default and lean
-  for flags in "" "-DEMBER_FILTER_LEAN=1"; do
-    EMBER_EXTRA_CUDA_FLAGS="$flags" timeout 150 ncu --clock-control none --kernel-name regex:filter_kernel --launch-skip 2 --launch-count 1 --section SourceCounters -f -o /tmp/src_rep python3 -c "
-import torch, ember
+tests() { local tag=$1 t=$2; shift 2; timeout $t python3 -m pytest -q "$@" -p no:cacheprovider > $OUT/tests_$tag.txt 2>&1; echo "tests $tag {${EMBER_EXTRA_CUDA_FLAGS:-}} rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_$tag.txt | head -8; }
+ON=-DEMBER_SOFTMAX_ONLINE=1
+LEAN=-DEMBER_FILTER_LEAN=1
+SPLIT=-DEMBER_FILTER_SPLIT0=1
+TOP_P="import torch, ember
 p = torch.softmax(4 * torch.randn(128, 128256, device='cuda'), -1)
 for _ in range(4): ember.top_p_sampling_from_probs(p, 0.9)
-torch.cuda.synchronize()" > $OUT/ncu_src.txt 2>&1; echo "ncu source {$flags} rc $?"; tail -2 $OUT/ncu_src.txt
-    python3 tools/ncu_source_top.py /tmp/src_rep.ncu-rep 45
+torch.cuda.synchronize()"
+if [ "${PROFILE:-0}" = 1 ]; then
+  for flags in "" "$LEAN $SPLIT"; do
+    EMBER_EXTRA_CUDA_FLAGS="$flags" timeout 150 ncu --clock-control none --kernel-name regex:filter_kernel --launch-skip 2 --launch-count 1 --section SourceCounters -f -o /tmp/src_rep python3 -c "$TOP_P" > $OUT/ncu_src.txt 2>&1
+    echo "== ncu source counters, top-p filter {$flags} rc $?"; tail -1 $OUT/ncu_src.txt
+    python3 tools/ncu_source_top.py /tmp/src_rep.ncu-rep 40
   done
+  M=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_membar_per_warp_active.pct,smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct,smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct
+  for flags in "" "$ON"; do
+    EMBER_EXTRA_CUDA_FLAGS="$flags" timeout 90 ncu --clock-control none --kernel-name regex:softmax --launch-skip 2 --launch-count 1 --metrics $M python3 -c "
+import torch, ember
+x = 4 * torch.randn(128, 128256, device='cuda')
+for _ in range(4): ember.softmax(x, 0.7)
+torch.cuda.synchronize()" > $OUT/ncu_softmax.txt 2>&1; echo "== ncu softmax {$flags} rc $?"; grep -E "softmax|gpu__time|inst_exec|issue_active|dram__|warps_active|grid_size|stalled" $OUT/ncu_softmax.txt | head -14
+  done
+  timeout 90 ncu --clock-control none --kernel-name regex:rope --launch-skip 2 --launch-count 1 --metrics $M,dram__bytes_read.sum,dram__bytes_write.sum python3 -c "
+import torch, ember
+q = torch.randn(8192, 32, 128, device='cuda', dtype=torch.bfloat16)
+k = torch.randn(8192, 8, 128, device='cuda', dtype=torch.bfloat16)
+pos = torch.randint(0, 8192, (8192,), device='cuda', dtype=torch.int32)
+cache = torch.randn(8192, 128, device='cuda')
+for _ in range(4): ember.apply_rope_with_cos_sin_cache_(q, k, pos, cache)
+torch.cuda.synchronize()" > $OUT/ncu_rope.txt 2>&1; echo "== ncu RoPE 8192 tokens rc $?"; grep -E "rope|gpu__time|inst_exec|issue_active|dram__|warps_active|grid_size|stalled" $OUT/ncu_rope.txt | head -16
   exit 0
 fi
 if [ "${PEERS:-0}" = 1 ]; then
@@ -45,29 +67,20 @@ if [ "${PEERS:-0}" = 1 ]; then
   done
   exit 0
 fi
-ON=-DEMBER_SOFTMAX_ONLINE=1
 python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
-timeout 120 python3 -m pytest -q tests/ops/test_sampling_filters.py tests/ops/test_sampling.py -p no:cacheprovider > $OUT/tests_sampling.txt 2>&1
-echo "tests sampling rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_sampling.txt | head -8
-EMBER_EXTRA_CUDA_FLAGS=$ON timeout 90 python3 -m pytest -q tests/ops/test_sampling.py -p no:cacheprovider > $OUT/tests_online.txt 2>&1
-echo "tests online softmax rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_online.txt | head -8
-timeout 90 python3 -m pytest -q tests/ops/test_decode.py -k "fp8" -p no:cacheprovider > $OUT/tests_decode_fp8.txt 2>&1
-echo "tests decode fp8 rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_decode_fp8.txt | head -8
-LK=-DEMBER_FILTER_LEAN=1
-EMBER_EXTRA_CUDA_FLAGS=$LK timeout 60 python3 -m pytest -q tests/ops/test_sampling_filters.py -p no:cacheprovider > $OUT/tests_lean.txt 2>&1
-echo "tests filters, lean passes rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_lean.txt | head -8
-echo "== filters A/B: lean passes (keys, rest, level 1, sampling)"
-for op in top_p_sampling_from_probs top_k_top_p_sampling_from_logits top_k_sampling_from_probs; do
+tests sampling 120 tests/ops/test_sampling_filters.py tests/ops/test_sampling.py
+EMBER_EXTRA_CUDA_FLAGS=$ON tests online 90 tests/ops/test_sampling.py
+EMBER_EXTRA_CUDA_FLAGS=$LEAN tests lean 60 tests/ops/test_sampling_filters.py
+EMBER_EXTRA_CUDA_FLAGS=$SPLIT tests split 60 tests/ops/test_sampling_filters.py
+EMBER_EXTRA_CUDA_FLAGS="$LEAN $SPLIT" tests lean_split 60 tests/ops/test_sampling_filters.py
+tests decode_fp8 90 tests/ops/test_decode.py -k fp8
+echo "== filters A/B: lean passes, two-phase level 0, both"
+for op in top_p_sampling_from_probs top_k_top_p_sampling_from_logits; do
   bench ${op} 40 $op --backends ember --shapes 128x128256,1x128256
-  EMBER_EXTRA_CUDA_FLAGS=$LK bench ${op}_lean 40 $op --backends ember --shapes 128x128256,1x128256
+  EMBER_EXTRA_CUDA_FLAGS=$LEAN bench ${op}_lean 30 $op --backends ember --shapes 128x128256
+  EMBER_EXTRA_CUDA_FLAGS=$SPLIT bench ${op}_split 30 $op --backends ember --shapes 128x128256
+  EMBER_EXTRA_CUDA_FLAGS="$LEAN $SPLIT" bench ${op}_lean_split 30 $op --backends ember --shapes 128x128256,1x128256
 done
-echo "== ncu: the top-p filter_kernel, lean passes (session 8's default profile: 133 us, 70.6 M warp instructions)"
-FM=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_barrier_per_warp_active.pct,launch__registers_per_thread
-EMBER_EXTRA_CUDA_FLAGS=$LK timeout 90 ncu --clock-control none --kernel-name regex:filter_kernel --launch-skip 2 --launch-count 1 --metrics $FM python3 -c "
-import torch, ember
-p = torch.softmax(4 * torch.randn(128, 128256, device='cuda'), -1)
-for _ in range(4): ember.top_p_sampling_from_probs(p, 0.9)
-torch.cuda.synchronize()" > $OUT/ncu_top_p_lean.txt 2>&1; echo "ncu lean rc $?"; grep -E "filter_kernel|gpu__time|inst_exec|issue_active|stalled|registers" $OUT/ncu_top_p_lean.txt | head -8
 echo "== softmax A/B"
 S=128x128256,512x32000,1x128256,32x151936
 bench softmax 60 softmax --backends ember --shapes $S
@@ -75,21 +88,3 @@ EMBER_EXTRA_CUDA_FLAGS=$ON bench softmax_online 60 softmax --backends ember --sh
 EMBER_EXTRA_CUDA_FLAGS="$ON -DEMBER_SOFTMAX_PERSISTENT=0" bench softmax_online_onerow 60 softmax --backends ember --shapes 128x128256
 bench softmax_bf16 60 softmax --backends ember --shapes 128x128256 --dtypes bf16
 EMBER_EXTRA_CUDA_FLAGS=$ON bench softmax_online_bf16 60 softmax --backends ember --shapes 128x128256 --dtypes bf16
-echo "== ncu: the softmax kernels at 128 x 128 256 fp32 (default, then online)"
-M=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_membar_per_warp_active.pct,smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct,smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct
-for flags in "" "$ON"; do
-  EMBER_EXTRA_CUDA_FLAGS="$flags" timeout 90 ncu --clock-control none --kernel-name regex:softmax --launch-skip 2 --launch-count 1 --metrics $M python3 -c "
-import torch, ember
-x = 4 * torch.randn(128, 128256, device='cuda')
-for _ in range(4): ember.softmax(x, 0.7)
-torch.cuda.synchronize()" > $OUT/ncu_softmax.txt 2>&1; echo "ncu {$flags} rc $?"; grep -E "softmax|gpu__time|inst_exec|issue_active|dram__|warps_active|grid_size|stalled" $OUT/ncu_softmax.txt | head -14
-done
-echo "== ncu: RoPE at 8192 tokens, 32/8 heads, d128 bf16, cos/sin cache, in place (is it DRAM-bound?)"
-timeout 90 ncu --clock-control none --kernel-name regex:rope --launch-skip 2 --launch-count 1 --metrics $M,dram__bytes_read.sum,dram__bytes_write.sum,l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum python3 -c "
-import torch, ember
-q = torch.randn(8192, 32, 128, device='cuda', dtype=torch.bfloat16)
-k = torch.randn(8192, 8, 128, device='cuda', dtype=torch.bfloat16)
-pos = torch.randint(0, 8192, (8192,), device='cuda', dtype=torch.int32)
-cache = torch.randn(8192, 128, device='cuda')
-for _ in range(4): ember.apply_rope_with_cos_sin_cache_(q, k, pos, cache)
-torch.cuda.synchronize()" > $OUT/ncu_rope.txt 2>&1; echo "ncu rope rc $?"; grep -E "rope|gpu__time|inst_exec|issue_active|dram__|warps_active|grid_size|stalled|l1tex" $OUT/ncu_rope.txt | head -16

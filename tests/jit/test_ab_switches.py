@@ -46,7 +46,10 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
             "EMBER_FILTER_LEAN=1",
         ),
     ),
-    (lambda: sampling_spec("bf16"), ("EMBER_FILTER_RELATIVE=0", "EMBER_FILTER_LEAN0=0")),
+    (
+        lambda: sampling_spec("bf16"),
+        ("EMBER_FILTER_RELATIVE=0", "EMBER_FILTER_LEAN0=0", "EMBER_FILTER_SPLIT0=1"),
+    ),
     (
         lambda: norm_spec("bf16"),
         (

@@ -527,6 +527,9 @@ constexpr int kBins = 256;
 #ifndef EMBER_FILTER_LEAN0
 #define EMBER_FILTER_LEAN0 1  // NOTE: 0 = level 0 merges runs of equal bins (radix_select; A/B)
 #endif
+#ifndef EMBER_FILTER_SPLIT0
+#define EMBER_FILTER_SPLIT0 0  // NOTE: 1 = level 0 in two phases: mark, then walk the marks (A/B)
+#endif
 #ifndef EMBER_FILTER_RELATIVE
 #define EMBER_FILTER_RELATIVE 1  // NOTE: 0 = absolute digits 24/16/8/0 (radix_select; A/B)
 #endif
@@ -683,7 +686,37 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         }
       } else
 #endif
-          if (EMBER_FILTER_LEAN0 && level == 0) {
+          if (EMBER_FILTER_SPLIT0 && level == 0 && hi - lo <= 64) {
+        // Two phases, so the rare above-the-bound path does not run for nearly every warp step:
+        // first the whole segment, branch-free, adds the mass below the bound and marks the
+        // values at or above it in a bit mask; then each lane walks only its marked values (a
+        // peaked row's warp runs a handful of steps, not one for each of its 32 x 33 values).
+        unsigned long long above = 0ull;  // bit j: value lo + j is at or above the bound
+#pragma unroll 4
+        for (int j = 0; j < hi - lo; ++j) {
+          const float x = v[lo + j];
+          const uint32_t k = key_of<NONNEG>(x);
+          above |= static_cast<unsigned long long>(k >= bound) << j;
+          const bool below = k < bound && k >= floor;
+          if (EMBER_FILTER_LEAN) {
+            rest32 += below ? (BY_MASS ? __float2uint_rz(x * scale) : 1u) : 0u;
+          } else {
+            rest += below ? (BY_MASS ? fixed_mass(x, scale) : 1ull) : 0ull;
+          }
+        }
+        while (above != 0ull) {
+          const int j = __ffsll(static_cast<long long>(above)) - 1;
+          above &= above - 1ull;
+          const float x = v[lo + j];
+          const uint32_t k = key_of<NONNEG>(x);
+          const int bin = static_cast<int>(((k - origin) >> shift) & digit);
+          if (BY_MASS) {
+            add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
+          } else {
+            atomicAdd(&h.cnt[buf][bin], 1u);
+          }
+        }
+      } else if (EMBER_FILTER_LEAN0 && level == 0) {
         // One predicated update a value, no run merging (with the relative digits level 0's
         // values spread over ~128 bins, so runs are short and same-address atomics rare).
         for (int i = lo; i < hi; ++i) {
