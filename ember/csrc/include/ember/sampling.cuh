@@ -601,6 +601,15 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       const uint32_t high = level == 0 ? 0u : ~0u << shift_of(level - 1);
       const uint32_t digit = level == 0 ? 255u : (1u << (shift_of(level - 1) - shift)) - 1u;
       const int buf = pass++ & 1;
+      // One value into this level's histogram: its digit's bin gains its mass (or 1).
+      auto add_to_bin = [&](float x, uint32_t k) {
+        const int bin = static_cast<int>(((k - origin) >> shift) & digit);
+        if (BY_MASS) {
+          add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
+        } else {
+          atomicAdd(&h.cnt[buf][bin], 1u);
+        }
+      };
       if (t < kBins) {
         if (BY_MASS) {
           h.mass_lo[buf][t] = 0;
@@ -630,12 +639,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           const float x = h.survivors[i];
           const uint32_t k = key_of<NONNEG>(x);
           if (((k - origin) & high) != prefix) continue;
-          const int bin = static_cast<int>(((k - origin) >> shift) & digit);
-          if (BY_MASS) {
-            add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
-          } else {
-            atomicAdd(&h.cnt[buf][bin], 1u);
-          }
+          add_to_bin(x, k);
         }
       } else if (EMBER_FILTER_LEAN && level == 1) {
         // Each value level 1 histograms is also appended to the survivor list, one atomic a
@@ -647,12 +651,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           if (k >= bound && ((k - origin) & high) == prefix) {
             const int at = atomicAdd(&h.n_survivors, 1);
             if (at < kSurvivors) h.survivors[at] = x;
-            const int bin = static_cast<int>(((k - origin) >> shift) & digit);
-            if (BY_MASS) {
-              add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
-            } else {
-              atomicAdd(&h.cnt[buf][bin], 1u);
-            }
+            add_to_bin(x, k);
           }
         }
       } else if (level == 1) {
@@ -675,12 +674,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
             const int at = first + __popc(votes & ((1u << lane) - 1u));
             if (match) {
               if (at < kSurvivors) h.survivors[at] = x;
-              const int bin = static_cast<int>(((k - origin) >> shift) & digit);
-              if (BY_MASS) {
-                add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
-              } else {
-                atomicAdd(&h.cnt[buf][bin], 1u);
-              }
+              add_to_bin(x, k);
             }
           }
         }
@@ -709,12 +703,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           above &= above - 1ull;
           const float x = v[lo + j];
           const uint32_t k = key_of<NONNEG>(x);
-          const int bin = static_cast<int>(((k - origin) >> shift) & digit);
-          if (BY_MASS) {
-            add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
-          } else {
-            atomicAdd(&h.cnt[buf][bin], 1u);
-          }
+          add_to_bin(x, k);
         }
       } else if (EMBER_FILTER_LEAN0 && level == 0) {
         // One predicated update a value, no run merging (with the relative digits level 0's
@@ -723,12 +712,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           const float x = v[i];
           const uint32_t k = key_of<NONNEG>(x);
           if (k >= bound) {
-            const int bin = static_cast<int>(((k - origin) >> shift) & digit);
-            if (BY_MASS) {
-              add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
-            } else {
-              atomicAdd(&h.cnt[buf][bin], 1u);
-            }
+            add_to_bin(x, k);
           } else if (k >= floor) {
             if (EMBER_FILTER_LEAN) {
               rest32 += BY_MASS ? __float2uint_rz(x * scale) : 1u;
