@@ -12,10 +12,10 @@
 #              ncu total, 70.6 M, is ~3x what the per-pass SASS model counts; notes/act.md has
 #              the divergence hypothesis), both softmax kernels, RoPE at 8192 tokens
 #   PEERS=1    the peers' softmax and filter tables (torch.compile, FlashInfer; their compiles
-#              take most of it: FlashInfer's sampling module ~53 s)
+#              take most of it: FlashInfer's sampling module ~53 s), and merge_states (issue 4)
 #   SUITE=1    the whole GPU suite (430 s at 296deba)
 # Activations' and RoPE's peer tables: tools/h200_issue5.sh act (not rerun since b2a2be8's
-# FlashInfer run).
+# FlashInfer run). Issue 4's full decode table: tools/h200_decode.sh (not rerun since ec96584).
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next9.sh
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -65,6 +65,7 @@ if [ "${PEERS:-0}" = 1 ]; then
   for op in top_k_sampling_from_probs min_p_sampling_from_probs top_k_top_p_sampling_from_probs top_k_renorm_probs top_p_renorm_probs top_k_mask_logits; do
     bench $op 60 $op --backends ember,flashinfer --shapes 128x128256
   done
+  bench merge_states 120 merge_states --backends ember,flashinfer  # issue 4: v3 never timed against it
   exit 0
 fi
 python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
