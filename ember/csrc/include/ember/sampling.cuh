@@ -93,6 +93,24 @@ __device__ __forceinline__ void load_chunk(const T* in, int n, float* dst, F&& f
   }
 }
 
+// `v` reduced (max when MAX, else sum) over the block, then over the cluster: each CTA's value
+// goes through its exchange[slot], read by every CTA after one cluster barrier. The caller's reads
+// of the peers' slots must be behind a later barrier before any CTA leaves or rewrites its slot.
+template <bool MAX>
+__device__ __forceinline__ float cluster_reduce(cooperative_groups::cluster_group& cluster, float v,
+                                                float* exchange, int slot, float* scratch) {
+  v = block_reduce<MAX>(v, scratch);
+  if (threadIdx.x == 0) exchange[slot] = v;
+  cluster.sync();
+  float all = MAX ? -INFINITY : 0.f;
+#pragma unroll
+  for (int r = 0; r < kSoftmaxCluster; ++r) {
+    const float x = cluster.map_shared_rank(exchange, r)[slot];
+    all = MAX ? fmaxf(all, x) : all + x;
+  }
+  return all;
+}
+
 // The cluster-wide half of a softmax over a row whose CTA chunks (n values each, already scaled)
 // sit in row_smem, `mx` this thread's running maximum: the CTAs' maxima go through exchange[0],
 // each chunk becomes exp(x - max) in place, the sums go through exchange[1]; returns 1 / the
@@ -100,25 +118,15 @@ __device__ __forceinline__ void load_chunk(const T* in, int n, float* dst, F&& f
 __device__ __forceinline__ float exp_and_normalizer(cooperative_groups::cluster_group& cluster,
                                                     float* row_smem, int n, float mx,
                                                     float* exchange, float* scratch) {
-  mx = block_reduce<true>(mx, scratch);  // (its barrier also publishes row_smem)
-  if (threadIdx.x == 0) exchange[0] = mx;
-  cluster.sync();
-  float m = -INFINITY;
-#pragma unroll
-  for (int r = 0; r < kSoftmaxCluster; ++r) m = fmaxf(m, cluster.map_shared_rank(exchange, r)[0]);
+  // (the block reduction's barrier also publishes row_smem)
+  const float m = cluster_reduce<true>(cluster, mx, exchange, 0, scratch);
   float sum = 0.f;
   for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
     const float e = __expf(row_smem[i] - m);
     row_smem[i] = e;
     sum += e;
   }
-  sum = block_reduce<false>(sum, scratch);
-  if (threadIdx.x == 0) exchange[1] = sum;
-  cluster.sync();
-  float s = 0.f;
-#pragma unroll
-  for (int r = 0; r < kSoftmaxCluster; ++r) s += cluster.map_shared_rank(exchange, r)[1];
-  return 1.f / s;
+  return 1.f / cluster_reduce<false>(cluster, sum, exchange, 1, scratch);
 }
 
 #ifndef EMBER_SOFTMAX_ONLINE
@@ -954,12 +962,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       }
       mine += x;
     }
-    mine = block_reduce<false>(mine, scratch);
-    if (threadIdx.x == 0) exchange[2] = mine;
-    cluster.sync();
-    float total = 0.f;
-#pragma unroll
-    for (int r = 0; r < kSoftmaxCluster; ++r) total += cluster.map_shared_rank(exchange, r)[2];
+    const float total = cluster_reduce<false>(cluster, mine, exchange, 2, scratch);
     cluster.sync();  // every remote read is done: CTAs may leave from here on
     pdl_launch_dependents();
     const float inv = total > 0.f ? 1.f / total : NAN;  // no mass: NaN, like a bad row
