@@ -39,11 +39,13 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (
         lambda: sampling_spec("fp32"),
         (
+            "EMBER_SOFTMAX_BULK=0",
             "EMBER_SOFTMAX_PERSISTENT=0",
-            "EMBER_SOFTMAX_ONLINE=1",
+            "EMBER_SOFTMAX_ONLINE=0",
             "EMBER_FILTER_COMPACT=0",
             "EMBER_FILTER_RELATIVE=0",
-            "EMBER_FILTER_LEAN=1",
+            "EMBER_FILTER_LEAN=0",
+            "EMBER_FILTER_SPLIT0=0",
         ),
     ),
     (

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "ember/bulk.cuh"
 #include "ember/dtype.cuh"
 #include "ember/launch.cuh"
 #include "ember/sampling.h"
@@ -130,18 +131,19 @@ __device__ __forceinline__ float exp_and_normalizer(cooperative_groups::cluster_
 }
 
 #ifndef EMBER_SOFTMAX_ONLINE
-#define EMBER_SOFTMAX_ONLINE 0  // NOTE: 1 = one cluster exchange a row (online max and sum; A/B)
+#define EMBER_SOFTMAX_ONLINE 1  // NOTE: 0 = two cluster exchanges a row (max, then sum; A/B)
 #endif
 constexpr float kLog2e = 1.4426950408889634f;
 
 // What a thread gathers from the values it loads: their maximum and, with the online form, the
 // sum of 2^(x - max) so far (x in log2 units, rescaled when the maximum grows; -inf adds 0, a NaN
 // or +inf makes the sum NaN, as the two-exchange form does).
+template <bool ONLINE = EMBER_SOFTMAX_ONLINE>
 struct RowStats {
   float m = -INFINITY;
   float s = 0.f;
   __device__ __forceinline__ void add(float x) {
-    if (EMBER_SOFTMAX_ONLINE) {
+    if (ONLINE) {
       if (x > m) {
         s *= exp2_approx(m - x);
         m = x;
@@ -158,8 +160,10 @@ struct RowStats {
 // 2^(x - base) * inv. One cluster barrier, after which the caller may arrive (its reads of the
 // peers' slots are done) and wait only at exit. A row of all -inf gives base 0 and a sum of 0
 // (NaN probabilities, as documented).
+template <bool ONLINE>
 __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_group& cluster,
-                                                    RowStats st, float* slots, float* scratch) {
+                                                    RowStats<ONLINE> st, float* slots,
+                                                    float* scratch) {
   const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
   const float s =
       block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
@@ -206,7 +210,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   pdl_wait();
   const float t = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
   const float scale = (EMBER_SOFTMAX_ONLINE ? kLog2e : 1.f) / t;
-  RowStats st;
+  RowStats<> st;
   load_chunk<T, VEC>(in, n, row_smem, [&](float x) {
     x *= scale;
     st.add(x);
@@ -278,7 +282,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   for (int iter = 0; row < p.rows; row += clusters, ++iter) {
     const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
     const float scale = (EMBER_SOFTMAX_ONLINE ? kLog2e : 1.f) / t_row;
-    RowStats st;
+    RowStats<> st;
     __syncthreads();  // the previous row's store pass is done reading row_smem
 #pragma unroll
     for (int u = 0; u < kPacks; ++u) {
@@ -310,6 +314,104 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
       store_probs(out, row_smem, n, 0.f,
                   exp_and_normalizer(cluster, row_smem, n, st.m, exchange, scratch));
+    }
+  }
+  cluster.sync();  // no CTA leaves while another still reads its exchange slots
+  pdl_launch_dependents();
+}
+
+#ifndef EMBER_SOFTMAX_BULK
+#define EMBER_SOFTMAX_BULK 1  // NOTE: 0 = softmax_persistent_kernel / softmax_kernel (A/B)
+#endif
+// Shared memory softmax_bulk_kernel gives its row buffers (of the 227 KB a CTA may have), and the
+// most buffers it keeps.
+constexpr int kBulkSmemBudget = 200 << 10;
+constexpr int kBulkMaxStages = 8;
+
+// Softmax over rows whose chunks the TMA unit copies into a ring of `stages` buffers a CTA (one
+// CTA an SM, as many clusters as fit at once, each looping over rows r, r + clusters, ...): while
+// a CTA reduces and stores one row, the next stages - 1 rows' chunks are landing, so memory never
+// waits on a reduction (softmax_kernel runs its load, reduce and store phases in lockstep; the
+// persistent kernel's register prefetch caps it at 2 CTAs an SM and one row ahead). The buffers
+// hold the logits as they are (T); a row takes two passes over its buffer: the online maximum and
+// sum, then the probabilities, written straight from registers. 128 rows over 16 clusters of 8
+// SMs: 8 rows each, no tail wave.
+template <typename T>
+__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
+    softmax_bulk_kernel(SoftmaxParams p, int stages, int stage_bytes) {
+  namespace cg = cooperative_groups;
+  constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  struct alignas(16) Pack {
+    T v[kE];
+  };
+  cg::cluster_group cluster = cg::this_cluster();
+  extern __shared__ __align__(128) unsigned char ring[];  // [stages][stage_bytes], 4 slots
+  __shared__ uint64_t full[kBulkMaxStages];               // buffer s holds its next row
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  float* exchange = reinterpret_cast<float*>(ring + static_cast<size_t>(stages) * stage_bytes);
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t clusters = gridDim.x / kSoftmaxCluster;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int n = chunk_length(p.vocab, p.chunk, begin);
+  const int packs = n / kE;  // the vector path: n is a multiple of kE
+  const uint32_t bytes = static_cast<uint32_t>(n) * sizeof(T);
+  const int t = static_cast<int>(threadIdx.x);
+  const T* logits = static_cast<const T*>(p.logits) + begin;
+  // Thread 0 fills buffer s with `row` (a CTA past the row's end expects 0 bytes: the phase
+  // completes on the arrival alone).
+  auto fill = [&](int s, int64_t row) {
+    mbar_expect_tx(&full[s], bytes);
+    if (bytes != 0u) bulk_load(ring + s * stage_bytes, logits + row * p.logits_row_stride, bytes,
+                               &full[s]);
+  };
+  const int64_t first = blockIdx.x / kSoftmaxCluster;
+  if (t == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(&full[s]);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  pdl_wait();
+  if (t == 0) {
+    for (int s = 0; s < stages && first + s * clusters < p.rows; ++s) fill(s, first + s * clusters);
+  }
+  int s = 0;
+  uint32_t parity = 0;
+  for (int64_t row = first, iter = 0; row < p.rows; row += clusters, ++iter) {
+    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
+    const float scale = kLog2e / t_row;
+    const Pack* buf = reinterpret_cast<const Pack*>(ring + s * stage_bytes);
+    mbar_wait(&full[s], parity);
+    RowStats<true> st;
+#pragma unroll 4
+    for (int i = t; i < packs; i += kSoftmaxThreads) {
+      const Pack x = buf[i];
+#pragma unroll
+      for (int j = 0; j < kE; ++j) st.add(to_float(x.v[j]) * scale);
+    }
+    // NOTE: one cluster barrier a row, so the slots alternate (as in softmax_persistent_kernel)
+    const float2 nz = online_normalizer(cluster, st, exchange + 2 * (iter & 1), scratch);
+    float* out = p.probs + row * p.probs_row_stride + begin;
+#pragma unroll 4
+    for (int i = t; i < packs; i += kSoftmaxThreads) {
+      const Pack x = buf[i];
+#pragma unroll
+      for (int j = 0; j < kE; j += 4) {
+        float4 y;
+        y.x = exp2_approx(to_float(x.v[j]) * scale - nz.x) * nz.y;
+        y.y = exp2_approx(to_float(x.v[j + 1]) * scale - nz.x) * nz.y;
+        y.z = exp2_approx(to_float(x.v[j + 2]) * scale - nz.x) * nz.y;
+        y.w = exp2_approx(to_float(x.v[j + 3]) * scale - nz.x) * nz.y;
+        *reinterpret_cast<float4*>(out + i * kE + j) = y;
+      }
+    }
+    __syncthreads();  // every thread's reads of buffer s are done
+    if (t == 0 && row + stages * clusters < p.rows) {
+      fence_async_shared();  // those reads before the copy that overwrites them
+      fill(s, row + stages * clusters);
+    }
+    if (++s == stages) {
+      s = 0;
+      parity ^= 1u;
     }
   }
   cluster.sync();  // no CTA leaves while another still reads its exchange slots
@@ -375,7 +477,7 @@ __device__ __forceinline__ uint32_t order_key(float x) {
 }
 
 #ifndef EMBER_FILTER_LEAN
-#define EMBER_FILTER_LEAN 0  // NOTE: 1 = lean passes (keys, rest, level 1, sampling; A/B)
+#define EMBER_FILTER_LEAN 1  // NOTE: 0 = the full passes (keys, rest, level 1, sampling; A/B)
 #endif
 // EMBER_FILTER_LEAN: fewer instructions a value in the filters' passes, same thresholds and draws
 // (docs/perf/notes/act.md): key_of below; level 0's mass below the cut added in 32 bits; level 1
@@ -535,8 +637,10 @@ constexpr int kBins = 256;
 #ifndef EMBER_FILTER_LEAN0
 #define EMBER_FILTER_LEAN0 1  // NOTE: 0 = level 0 merges runs of equal bins (radix_select; A/B)
 #endif
+// NOTE: level 0 in two phases, mark then walk the marks: 2 = in the mass (top-p) selects only, 1 =
+// in every select, 0 = never (A/B)
 #ifndef EMBER_FILTER_SPLIT0
-#define EMBER_FILTER_SPLIT0 0  // NOTE: 1 = level 0 in two phases: mark, then walk the marks (A/B)
+#define EMBER_FILTER_SPLIT0 2
 #endif
 #ifndef EMBER_FILTER_RELATIVE
 #define EMBER_FILTER_RELATIVE 1  // NOTE: 0 = absolute digits 24/16/8/0 (radix_select; A/B)
@@ -688,7 +792,8 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         }
       } else
 #endif
-          if (EMBER_FILTER_SPLIT0 && level == 0 && hi - lo <= 64) {
+          if ((EMBER_FILTER_SPLIT0 == 1 || (EMBER_FILTER_SPLIT0 == 2 && BY_MASS)) && level == 0 &&
+              hi - lo <= 64) {
         // Two phases, so the rare above-the-bound path does not run for nearly every warp step:
         // first the whole segment, branch-free, adds the mass below the bound and marks the
         // values at or above it in a bit mask; then each lane walks only its marked values (a
@@ -1003,9 +1108,56 @@ int persistent_clusters(const SoftmaxParams& p, size_t smem) {
   return clusters;
 }
 
+// softmax_bulk_kernel<T>'s ring for a chunk: buffers of stage_bytes, as many as the budget holds
+// (at most kBulkMaxStages; fewer than 2 overlap nothing: 0), and the clusters of it that fit the
+// device at once (0: none, or the query failed), asked once per device and chunk size.
+struct BulkPlan {
+  int stages = 0;
+  int stage_bytes = 0;
+  int clusters = 0;
+  size_t smem = 0;
+};
+template <typename T>
+BulkPlan bulk_plan(const SoftmaxParams& p) {
+  constexpr int kMaxDevices = 64;
+  static int chunk_of[kMaxDevices] = {};
+  static BulkPlan plan_of[kMaxDevices] = {};
+  BulkPlan plan;
+  if (p.device < 0 || p.device >= kMaxDevices) return plan;
+  if (chunk_of[p.device] == p.chunk) return plan_of[p.device];
+  plan.stage_bytes = (p.chunk * static_cast<int>(sizeof(T)) + 127) / 128 * 128;
+  plan.stages = min(kBulkMaxStages, kBulkSmemBudget / plan.stage_bytes);
+  if (plan.stages >= 2) {
+    plan.smem = static_cast<size_t>(plan.stages) * plan.stage_bytes + 4 * sizeof(float);
+    constexpr auto kernel = softmax_bulk_kernel<T>;
+    if (allow_dynamic_smem<kernel>(plan.smem) == cudaSuccess) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(kSoftmaxCluster * 64);
+      config.blockDim = dim3(kSoftmaxThreads);
+      config.dynamicSmemBytes = plan.smem;
+      if (cudaOccupancyMaxActiveClusters(&plan.clusters, kernel, &config) != cudaSuccess) {
+        plan.clusters = 0;
+      }
+    }
+    cudaGetLastError();  // a failed query leaves no sticky error; the caller falls back
+  }
+  chunk_of[p.device] = p.chunk;
+  plan_of[p.device] = plan;
+  return plan;
+}
+
 template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
+  if (EMBER_SOFTMAX_BULK && p.vec && p.out_vec) {
+    const BulkPlan plan = bulk_plan<T>(p);
+    if (plan.clusters > 0) {
+      const int64_t clusters = p.rows < plan.clusters ? p.rows : plan.clusters;
+      return launch_kernel<softmax_bulk_kernel<T>>(
+          dim3(static_cast<unsigned>(clusters * kSoftmaxCluster)), dim3(kSoftmaxThreads),
+          plan.smem, stream, p.pdl, p.device, p, plan.stages, plan.stage_bytes);
+    }
+  }
   const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
   if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
       p.chunk <= kPersistentMaxChunk) {

@@ -20,6 +20,7 @@ struct SoftmaxParams {
   int64_t vocab;
   int chunk;  // elements of a row per CTA of its cluster (a multiple of 8)
   bool vec;   // 16-byte loads of the logits (aligned rows)
+  bool out_vec;  // 16-byte stores of the probabilities (aligned rows)
   bool pdl;
   int device;
 };

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Session 9's H200 calls (device tool, `.whl` carried; output under $OUT; timeout_s 600; fire each
+# as soon as the previous returns, while the machine is warm):
+#   (default)  GPU tests of the sampling files at HEAD's defaults (the bulk-copy softmax, online
+#              normaliser, lean filter passes, two-phase level 0 in the top-p selects), the
+#              softmax tests again on the previous kernels (-DEMBER_SOFTMAX_BULK=0, and with the
+#              two-exchange normaliser); the filters' A/B
+#              (two-phase level 0 in no / the mass / every select; the full passes), the softmax
+#              A/B (bulk / register-prefetch persistent / two exchanges) and the softmax, top-p and
+#              top-k+top-p peers (torch.compile, FlashInfer) in the same run (~540 s)
+#   PEERS=1    the other filters against FlashInfer, merge_states against FlashInfer (issue 4),
+#              RoPE's tests and A/B with -DEMBER_ROPE_STATIC=1, and its peers
+#   SUITE=1    the whole GPU suite (430 s at 296deba)
+#   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next10.sh
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
+if [ "${SUITE:-0}" = 1 ]; then
+  timeout 560 python3 -m pytest -q tests -p no:cacheprovider --durations=15 > $OUT/tests_all.txt 2>&1
+  echo "rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)" $OUT/tests_all.txt | head -40
+  exit 0
+fi
+bench() { local tag=$1 t=$2; shift 2; timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1; echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f2-8,11,13-; }
+tests() { local tag=$1 t=$2; shift 2; timeout $t python3 -m pytest -q "$@" -p no:cacheprovider > $OUT/tests_$tag.txt 2>&1; echo "tests $tag {${EMBER_EXTRA_CUDA_FLAGS:-}} rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_$tag.txt | head -8; }
+python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
+if [ "${PEERS:-0}" = 1 ]; then
+  for op in top_k_sampling_from_probs min_p_sampling_from_probs top_k_top_p_sampling_from_probs top_k_renorm_probs top_p_renorm_probs top_k_mask_logits; do
+    bench $op 60 $op --backends ember,flashinfer --shapes 128x128256
+  done
+  bench merge_states 120 merge_states --backends ember,flashinfer  # issue 4: v3 never timed against it
+  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_ROPE_STATIC=1 tests rope_static 90 tests/ops/test_rope.py
+  bench rope_big 120 rope --backends ember,torch_compile,flashinfer --shapes 8192x32x8x128
+  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_ROPE_STATIC=1 bench rope_static 60 rope --backends ember --shapes 8192x32x8x128
+  exit 0
+fi
+tests sampling 150 tests/ops/test_sampling_filters.py tests/ops/test_sampling.py
+EMBER_EXTRA_CUDA_FLAGS=-DEMBER_SOFTMAX_BULK=0 tests softmax_nobulk 60 tests/ops/test_sampling.py -k softmax
+EMBER_EXTRA_CUDA_FLAGS="-DEMBER_SOFTMAX_BULK=0 -DEMBER_SOFTMAX_ONLINE=0" tests softmax_old 60 tests/ops/test_sampling.py -k softmax
+echo "== filters A/B: two-phase level 0 in the mass selects (default) / none / every select; full passes"
+for op in top_p_sampling_from_probs top_k_top_p_sampling_from_logits; do
+  bench ${op} 120 $op --backends ember,flashinfer --shapes 128x128256,1x128256
+  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_FILTER_SPLIT0=0 bench ${op}_split0 30 $op --backends ember --shapes 128x128256
+  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_FILTER_SPLIT0=1 bench ${op}_split1 30 $op --backends ember --shapes 128x128256
+  EMBER_EXTRA_CUDA_FLAGS="-DEMBER_FILTER_LEAN=0 -DEMBER_FILTER_SPLIT0=0" bench ${op}_full 30 $op --backends ember --shapes 128x128256
+done
+echo "== softmax A/B and peers"
+S=128x128256,512x32000,1x128256,32x151936
+bench softmax 200 softmax --backends ember,torch_compile,flashinfer --shapes $S
+EMBER_EXTRA_CUDA_FLAGS=-DEMBER_SOFTMAX_BULK=0 bench softmax_nobulk 60 softmax --backends ember --shapes $S
+EMBER_EXTRA_CUDA_FLAGS="-DEMBER_SOFTMAX_BULK=0 -DEMBER_SOFTMAX_ONLINE=0" bench softmax_old 60 softmax --backends ember --shapes 128x128256,512x32000
+bench softmax_bf16 60 softmax --backends ember,torch_compile --shapes 128x128256 --dtypes bf16
+EMBER_EXTRA_CUDA_FLAGS=-DEMBER_SOFTMAX_BULK=0 bench softmax_nobulk_bf16 40 softmax --backends ember --shapes 128x128256 --dtypes bf16
