@@ -8,8 +8,10 @@
 #              (two-phase level 0 in no / the mass / every select; the full passes), the softmax
 #              A/B (bulk / register-prefetch persistent / two exchanges) and the softmax, top-p and
 #              top-k+top-p peers (torch.compile, FlashInfer) in the same run (~540 s)
-#   PEERS=1    the other filters against FlashInfer, merge_states against FlashInfer (issue 4),
-#              RoPE's tests and A/B with -DEMBER_ROPE_STATIC=1, and its peers
+#   PEERS=1    the sampling tests at the defaults the first call chose (failures printed), the
+#              one test that failed with -DEMBER_FILTER_SPLIT0=2 three times, RoPE's tests and A/B
+#              with -DEMBER_ROPE_STATIC=1 and =2 and its peers, merge_states against FlashInfer
+#              (issue 4)
 #   SUITE=1    the whole GPU suite (430 s at 296deba)
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next10.sh
 set -uo pipefail
@@ -24,13 +26,18 @@ bench() { local tag=$1 t=$2; shift 2; timeout $t python3 -m ember.bench "$@" --o
 tests() { local tag=$1 t=$2; shift 2; timeout $t python3 -m pytest -q "$@" -p no:cacheprovider > $OUT/tests_$tag.txt 2>&1; echo "tests $tag {${EMBER_EXTRA_CUDA_FLAGS:-}} rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_$tag.txt | head -8; }
 python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
 if [ "${PEERS:-0}" = 1 ]; then
-  for op in top_k_sampling_from_probs min_p_sampling_from_probs top_k_top_p_sampling_from_probs top_k_renorm_probs top_p_renorm_probs top_k_mask_logits; do
-    bench $op 60 $op --backends ember,flashinfer --shapes 128x128256
+  tests sampling_final 150 tests/ops/test_sampling_filters.py tests/ops/test_sampling.py
+  grep -E "^E |Error|assert" $OUT/tests_sampling_final.txt | head -20
+  for i in 1 2 3; do
+    EMBER_EXTRA_CUDA_FLAGS=-DEMBER_FILTER_SPLIT0=2 tests split2_$i 60 tests/ops/test_sampling_filters.py -k first_pass_cut
+    grep -E "^E " $OUT/tests_split2_$i.txt | head -6
   done
+  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_ROPE_STATIC=1 tests rope_static 120 tests/ops/test_rope.py
+  grep -E "^E " $OUT/tests_rope_static.txt | head -10
+  bench rope_big 150 rope --backends ember,torch_compile,flashinfer --shapes 8192x32x8x128
+  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_ROPE_STATIC=1 bench rope_static 40 rope --backends ember --shapes 8192x32x8x128,512x32x8x128
+  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_ROPE_STATIC=2 bench rope_static2 40 rope --backends ember --shapes 8192x32x8x128
   bench merge_states 120 merge_states --backends ember,flashinfer  # issue 4: v3 never timed against it
-  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_ROPE_STATIC=1 tests rope_static 90 tests/ops/test_rope.py
-  bench rope_big 120 rope --backends ember,torch_compile,flashinfer --shapes 8192x32x8x128
-  EMBER_EXTRA_CUDA_FLAGS=-DEMBER_ROPE_STATIC=1 bench rope_static 60 rope --backends ember --shapes 8192x32x8x128
   exit 0
 fi
 tests sampling 150 tests/ops/test_sampling_filters.py tests/ops/test_sampling.py

@@ -36,16 +36,17 @@ CSRC = Path(__file__).resolve().parents[2] / "ember" / "csrc"
 BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: act_spec("bf16"), ("EMBER_ACT_MUFU=0", "EMBER_ACT_FLAT=0")),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
+    (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=1",)),
     (
         lambda: sampling_spec("fp32"),
         (
-            "EMBER_SOFTMAX_BULK=0",
+            "EMBER_SOFTMAX_BULK=1",
             "EMBER_SOFTMAX_PERSISTENT=0",
             "EMBER_SOFTMAX_ONLINE=0",
             "EMBER_FILTER_COMPACT=0",
             "EMBER_FILTER_RELATIVE=0",
             "EMBER_FILTER_LEAN=0",
-            "EMBER_FILTER_SPLIT0=0",
+            "EMBER_FILTER_SPLIT0=2",
         ),
     ),
     (

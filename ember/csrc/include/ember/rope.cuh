@@ -221,6 +221,265 @@ cudaError_t launch_group(const Params& p, cudaStream_t stream) {
       tokens_per_block);
 }
 
+#ifndef EMBER_ROPE_STATIC
+#define EMBER_ROPE_STATIC 0  // NOTE: 1 = rope_static_kernel, 2 = it PAIRED (A/B)
+#endif
+
+// rope_kernel with the shape known at compile time, for many tokens on the common shapes: angles
+// from a 16-byte aligned cache, the whole head rotated (rotary_dim == head_dim == ROT), 16-byte
+// accesses. One CTA of 256 threads per token and a thread's heads in passes as in rope_kernel,
+// but the chunk count is a constant (shifts, not divisions), q's and k's heads run in two loops
+// from their own token rows with 32-bit offsets (no per-head q/k selection), the angles come in
+// 16-byte loads, and in place one pointer serves the load and the store. Same values, same
+// float expressions: the same results bit for bit.
+// NOTE: registers set the occupancy, and occupancy has decided RoPE's A/Bs so far: rope_kernel
+// takes 48 (5 CTAs, 40 warps an SM); the all-heads-one-pass variant took 56 (320 threads: 30
+// warps) and measured 61.5 against 52.1 us. This kernel is held to 32 registers in place (8 CTAs,
+// 64 warps; the NeoX path spills two values a head to the stack) and 40 out of place (6 CTAs).
+// PAIRED (EMBER_ROPE_STATIC=2): a thread with two heads issues both heads' loads before it
+// rotates either, and takes 63 registers (4 CTAs); held to 48, ptxas sinks the second head's
+// loads below the first head's rotation anyway (sm_90a SASS).
+template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
+struct StaticShape {
+  static constexpr int kE = 16 / static_cast<int>(sizeof(T));  // elements per 16 bytes
+  static_assert(PAIRS == (INTERLEAVE ? kE / 2 : kE), "the 16-byte vector paths only");
+  static constexpr int kAccesses = INTERLEAVE ? 1 : 2;  // 16-byte accesses per head chunk
+  static constexpr int kChunks = ROT / 2 / PAIRS;       // per head
+  static_assert(kChunks >= 1 && kMaxThreads % kChunks == 0, "chunks must tile the block");
+  static constexpr int kPerPass = kMaxThreads / kChunks;  // heads in one pass of the block
+};
+
+// A token's rows of q or k (uniform over the block): a thread's chunk of head hh starts
+// hh * stride + ck elements in, an offset in range of int (checked on the host).
+template <typename T>
+struct StaticRows {
+  const T* in;
+  T* out;
+  int in_stride, out_stride;  // head strides
+
+  __device__ __forceinline__ const T* in_at(int hh, int ck) const {
+    return in + (hh * in_stride + ck);
+  }
+  __device__ __forceinline__ T* out_at(int hh, int ck) const {
+    return out + (hh * out_stride + ck);
+  }
+};
+// In place (the host checked `in` == `out` with the same strides) both come from `out`, so the
+// compiler sees one address per head.
+template <typename T, bool INPLACE>
+__device__ __forceinline__ StaticRows<T> static_rows(const Heads& hs, int64_t token) {
+  T* out = static_cast<T*>(hs.out) + token * hs.out_token_stride;
+  const int out_stride = static_cast<int>(hs.out_head_stride);
+  if constexpr (INPLACE) return {out, out, out_stride, out_stride};
+  return {static_cast<const T*>(hs.in) + token * hs.in_token_stride, out,
+          static_cast<int>(hs.in_head_stride), out_stride};
+}
+
+// The conversions of to_float / from_float on whole 32-bit words (a bf16 word's upper element
+// is the word with its low 16 bits cleared; the paired cvt rounds each element as the single
+// one does).
+__device__ __forceinline__ void unpack_word(uint32_t w, float* f, float) {
+  f[0] = __uint_as_float(w);
+}
+__device__ __forceinline__ void unpack_word(uint32_t w, float* f, bfloat16) {
+  f[0] = __uint_as_float(w << 16);
+  f[1] = __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ void unpack_word(uint32_t w, float* f, half) {
+  f[0] = to_float(half{static_cast<uint16_t>(w & 0xffffu)});
+  f[1] = to_float(half{static_cast<uint16_t>(w >> 16)});
+}
+__device__ __forceinline__ uint32_t pack_word(const float* f, float) {
+  return __float_as_uint(f[0]);
+}
+__device__ __forceinline__ uint32_t pack_word(const float* f, bfloat16) {
+  uint32_t w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(f[1]), "f"(f[0]));
+  return w;
+}
+__device__ __forceinline__ uint32_t pack_word(const float* f, half) {
+  uint32_t w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(f[1]), "f"(f[0]));
+  return w;
+}
+
+// cos and sin of a thread's PAIRS pairs from its token's cache row: 16-byte loads (8-byte for
+// fp32 GPT-J chunks, two pairs).
+template <int PAIRS, int ROT>
+__device__ __forceinline__ void static_angles(const float* row, int c, float* cs, float* sn) {
+  constexpr int kW = PAIRS < 4 ? PAIRS : 4;
+  using F = Vec<float, kW>;
+#pragma unroll
+  for (int j = 0; j < PAIRS; j += kW) {
+    const F cv = *reinterpret_cast<const F*>(row + c * PAIRS + j);
+    const F sv = *reinterpret_cast<const F*>(row + ROT / 2 + c * PAIRS + j);
+#pragma unroll
+    for (int i = 0; i < kW; ++i) {
+      cs[j + i] = cv.v[i];
+      sn[j + i] = sv.v[i];
+    }
+  }
+}
+
+// Pair (x0, x1) turned by the angle of cosine c and sine s: Chunk::rotate_store's expressions.
+__device__ __forceinline__ void turn(float x0, float x1, float c, float s, float& y0, float& y1) {
+  y0 = x0 * c - x1 * s;
+  y1 = x1 * c + x0 * s;
+}
+
+// N heads' chunks of a thread as 32-bit words, rotated in place: NeoX, PAIRS elements at the
+// chunk in each half (x[n][0], x[n][1]); GPT-J, 2 * PAIRS consecutive elements (x[n][0]).
+template <typename T, int PAIRS, bool INTERLEAVE, int ROT, int N>
+struct StaticChunks {
+  using S = StaticShape<T, PAIRS, INTERLEAVE, ROT>;
+  using W = Vec<uint32_t, 4>;
+  static constexpr int kPerWord = 4 / static_cast<int>(sizeof(T));  // elements a word
+  W x[N][S::kAccesses];
+
+  __device__ __forceinline__ void load(int n, const T* in) {
+#pragma unroll
+    for (int a = 0; a < S::kAccesses; ++a) {
+      x[n][a] = *reinterpret_cast<const W*>(in + a * (ROT / 2));
+    }
+  }
+  __device__ __forceinline__ void store(int n, T* out) const {
+#pragma unroll
+    for (int a = 0; a < S::kAccesses; ++a) *reinterpret_cast<W*>(out + a * (ROT / 2)) = x[n][a];
+  }
+
+  __device__ __forceinline__ void rotate(const float* cs, const float* sn) {
+    if constexpr (!INTERLEAVE) {  // word w: pairs w * kPerWord + e, x0 in half 0, x1 in half 1
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+#pragma unroll
+        for (int n = 0; n < N; ++n) {
+          float f0[kPerWord], f1[kPerWord], y0[kPerWord], y1[kPerWord];
+          unpack_word(x[n][0].v[w], f0, T{});
+          unpack_word(x[n][1].v[w], f1, T{});
+#pragma unroll
+          for (int e = 0; e < kPerWord; ++e) {
+            turn(f0[e], f1[e], cs[w * kPerWord + e], sn[w * kPerWord + e], y0[e], y1[e]);
+          }
+          x[n][0].v[w] = pack_word(y0, T{});
+          x[n][1].v[w] = pack_word(y1, T{});
+        }
+      }
+    } else {  // pair j: elements 2j, 2j + 1 (one word of 16-bit elements, or two fp32 words)
+#pragma unroll
+      for (int j = 0; j < PAIRS; ++j) {
+#pragma unroll
+        for (int n = 0; n < N; ++n) {
+          float f[2], y[2];
+          if constexpr (kPerWord == 2) {
+            unpack_word(x[n][0].v[j], f, T{});
+          } else {
+            unpack_word(x[n][0].v[2 * j], &f[0], T{});
+            unpack_word(x[n][0].v[2 * j + 1], &f[1], T{});
+          }
+          turn(f[0], f[1], cs[j], sn[j], y[0], y[1]);
+          if constexpr (kPerWord == 2) {
+            x[n][0].v[j] = pack_word(y, T{});
+          } else {
+            x[n][0].v[2 * j] = pack_word(&y[0], T{});
+            x[n][0].v[2 * j + 1] = pack_word(&y[1], T{});
+          }
+        }
+      }
+    }
+  }
+};
+
+// Head hh of rows `r` at chunk offset ck.
+template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
+__device__ __forceinline__ void static_one(const StaticRows<T>& r, int hh, int ck, const float* cs,
+                                           const float* sn) {
+  StaticChunks<T, PAIRS, INTERLEAVE, ROT, 1> x;
+  x.load(0, r.in_at(hh, ck));
+  x.rotate(cs, sn);
+  x.store(0, r.out_at(hh, ck));
+}
+// Head ha of rows `ra` and head hb of rows `rb`, both loaded before either is rotated.
+template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
+__device__ __forceinline__ void static_two(const StaticRows<T>& ra, int ha, const StaticRows<T>& rb,
+                                           int hb, int ck, const float* cs, const float* sn) {
+  StaticChunks<T, PAIRS, INTERLEAVE, ROT, 2> x;
+  x.load(0, ra.in_at(ha, ck));
+  x.load(1, rb.in_at(hb, ck));
+  x.rotate(cs, sn);
+  x.store(0, ra.out_at(ha, ck));
+  x.store(1, rb.out_at(hb, ck));
+}
+
+// CTAs an SM the register budget is set for (see the NOTE above).
+constexpr int static_min_blocks(bool inplace, bool paired) { return paired ? 4 : inplace ? 8 : 6; }
+
+template <typename T, int PAIRS, bool INTERLEAVE, int ROT, bool INPLACE, bool PAIRED>
+__global__ void __launch_bounds__(kMaxThreads, static_min_blocks(INPLACE, PAIRED))
+    rope_static_kernel(Params p) {
+  using S = StaticShape<T, PAIRS, INTERLEAVE, ROT>;
+  constexpr int kP = S::kPerPass;
+  const int64_t token = blockIdx.x;
+  const int c = static_cast<int>(threadIdx.x % S::kChunks);
+  pdl_wait();
+  int64_t pos;
+  if (token_position(p, token, pos)) {  // out of range: the token is left as it is / not written
+    float cs[PAIRS], sn[PAIRS];
+    static_angles<PAIRS, ROT>(p.cos_sin + pos * ROT, c, cs, sn);
+    const StaticRows<T> q = static_rows<T, INPLACE>(p.q, token);
+    const StaticRows<T> k = static_rows<T, INPLACE>(p.k, token);
+    const int ck = c * S::kE;  // the chunk's first element in a head
+    const int hq = p.q.heads, total = hq + p.k.heads;
+    // The thread's heads are slots g = threadIdx.x / kChunks + i * kP of q's heads then k's.
+    int g = static_cast<int>(threadIdx.x / S::kChunks);
+    if constexpr (PAIRED) {  // two slots at a time; the last q head may pair with a k head
+      for (; g + kP < hq; g += 2 * kP) {
+        static_two<T, PAIRS, INTERLEAVE, ROT>(q, g, q, g + kP, ck, cs, sn);
+      }
+      if (g < hq && g + kP < total) {
+        static_two<T, PAIRS, INTERLEAVE, ROT>(q, g, k, g + kP - hq, ck, cs, sn);
+        g += 2 * kP;
+      }
+      for (; g >= hq && g + kP < total; g += 2 * kP) {
+        static_two<T, PAIRS, INTERLEAVE, ROT>(k, g - hq, k, g + kP - hq, ck, cs, sn);
+      }
+    }
+    for (; g < hq; g += kP) static_one<T, PAIRS, INTERLEAVE, ROT>(q, g, ck, cs, sn);
+    for (; g < total; g += kP) static_one<T, PAIRS, INTERLEAVE, ROT>(k, g - hq, ck, cs, sn);
+  }
+  pdl_launch_dependents();
+}
+
+// Whether rope_static_kernel covers the launch: a 16-byte aligned cache, whole heads of 64, 128
+// or 256, every head's offset from its token's row in range of int.
+inline bool static_heads_fit(const Heads& hs, int head_dim) {
+  for (const int64_t s : {hs.in_head_stride, hs.out_head_stride}) {
+    if (s < 0 || s > INT32_MAX || (hs.heads - 1) * s > INT32_MAX - head_dim) return false;
+  }
+  return true;
+}
+inline bool static_fits(const Params& p) {
+  return p.has_cache && reinterpret_cast<uintptr_t>(p.cos_sin) % 16 == 0 &&
+         p.rotary_dim == p.head_dim &&
+         (p.rotary_dim == 64 || p.rotary_dim == 128 || p.rotary_dim == 256) &&
+         static_heads_fit(p.q, p.head_dim) && static_heads_fit(p.k, p.head_dim);
+}
+inline bool in_place(const Heads& hs) {
+  return hs.in == hs.out && hs.in_token_stride == hs.out_token_stride &&
+         hs.in_head_stride == hs.out_head_stride;
+}
+
+template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
+cudaError_t launch_static(const Params& p, cudaStream_t stream) {
+  constexpr bool kPaired = EMBER_ROPE_STATIC == 2;
+  const dim3 grid(static_cast<unsigned>(p.tokens)), block(kMaxThreads);
+  if (in_place(p.q) && in_place(p.k)) {
+    return launch_kernel<rope_static_kernel<T, PAIRS, INTERLEAVE, ROT, true, kPaired>>(
+        grid, block, 0, stream, p.pdl, p.device, p);
+  }
+  return launch_kernel<rope_static_kernel<T, PAIRS, INTERLEAVE, ROT, false, kPaired>>(
+      grid, block, 0, stream, p.pdl, p.device, p);
+}
+
 template <typename T, int PAIRS, bool INTERLEAVE>
 cudaError_t launch_pairs(const Params& p, cudaStream_t stream) {
   const int chunks = p.rotary_dim / 2 / PAIRS;
@@ -230,6 +489,18 @@ cudaError_t launch_pairs(const Params& p, cudaStream_t stream) {
       // one head a thread: a token's heads spread over as many threads as fit a block
       if (p.tokens <= kGroupMaxTokens && total * chunks <= kGroupThreads) {
         return launch_group<T, PAIRS, INTERLEAVE>(p, stream);
+      }
+    }
+  }
+  if constexpr (EMBER_ROPE_STATIC && PAIRS > 1) {
+    if (static_fits(p)) {
+      switch (p.rotary_dim) {
+        case 64:
+          return launch_static<T, PAIRS, INTERLEAVE, 64>(p, stream);
+        case 128:
+          return launch_static<T, PAIRS, INTERLEAVE, 128>(p, stream);
+        default:  // 256
+          return launch_static<T, PAIRS, INTERLEAVE, 256>(p, stream);
       }
     }
   }

@@ -321,7 +321,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 }
 
 #ifndef EMBER_SOFTMAX_BULK
-#define EMBER_SOFTMAX_BULK 1  // NOTE: 0 = softmax_persistent_kernel / softmax_kernel (A/B)
+#define EMBER_SOFTMAX_BULK 0  // NOTE: 1 = softmax_bulk_kernel where it fits (A/B; lost 2x)
 #endif
 // Shared memory softmax_bulk_kernel gives its row buffers (of the 227 KB a CTA may have), and the
 // most buffers it keeps.
@@ -638,9 +638,10 @@ constexpr int kBins = 256;
 #define EMBER_FILTER_LEAN0 1  // NOTE: 0 = level 0 merges runs of equal bins (radix_select; A/B)
 #endif
 // NOTE: level 0 in two phases, mark then walk the marks: 2 = in the mass (top-p) selects only, 1 =
-// in every select, 0 = never (A/B)
+// in every select, 0 = never (A/B; session 9, with the lean passes: top-p 110.9 / 105.7 / 110.2
+// us for 0 / 1 / 2, top-k + top-p from logits 136.7 / 140.4 / 140.4)
 #ifndef EMBER_FILTER_SPLIT0
-#define EMBER_FILTER_SPLIT0 2
+#define EMBER_FILTER_SPLIT0 0
 #endif
 #ifndef EMBER_FILTER_RELATIVE
 #define EMBER_FILTER_RELATIVE 1  // NOTE: 0 = absolute digits 24/16/8/0 (radix_select; A/B)
