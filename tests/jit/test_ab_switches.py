@@ -22,6 +22,7 @@ from ember.jit.build import build
 from ember.ops.act import act_spec
 from ember.ops.decode import decode_spec
 from ember.ops.norm import norm_spec
+from ember.ops.paged import paged_spec
 from ember.ops.rope import rope_spec
 from ember.ops.sampling import sampling_spec
 
@@ -36,7 +37,9 @@ CSRC = Path(__file__).resolve().parents[2] / "ember" / "csrc"
 BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: act_spec("bf16"), ("EMBER_ACT_MUFU=0", "EMBER_ACT_FLAT=0")),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
-    (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=1",)),
+    (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=0",)),
+    (paged_spec, ("EMBER_MERGE_VEC=0",)),
+    (lambda: rope_spec("fp16"), ("EMBER_ROPE_STATIC=2",)),
     (
         lambda: sampling_spec("fp32"),
         (

@@ -170,6 +170,13 @@ void merge_states(TensorView v, TensorView s, TensorView v_out, TensorView s_out
   p.states = static_cast<int>(states);
   p.heads = static_cast<int>(heads);
   p.dim = static_cast<int>(dim);
+  {
+    const int64_t e = 16 / (dt.bits / 8);  // elements a 16-byte pack
+    p.vec = reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(p.v_out) % 16 == 0 && p.v_stride_row % e == 0 &&
+            p.v_stride_state % e == 0 && p.v_stride_head % e == 0 && p.o_stride_row % e == 0 &&
+            p.o_stride_head % e == 0;
+  }
   p.device = v.device().device_id;
   ember::DeviceScope scope(p.device);
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(v.device().device_type, p.device));

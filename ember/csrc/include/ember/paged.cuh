@@ -170,9 +170,88 @@ __global__ void __launch_bounds__(kMergeWarps * 32) merge_states_kernel(MergePar
   if (lane == 0) p.s_out[row * p.heads + h] = sum > 0.f ? mx + logf(sum) : -INFINITY;
 }
 
+// merge_states_kernel for aligned rows of at most 32 16-byte packs (p.vec): a group of 2^shift
+// threads a (row, head), one pack a thread, so a warp covers 32 / 2^shift pairs and none of its
+// lanes idles on a short row (dim 128 bf16: 16 threads a pair). Each thread folds the states in
+// by itself (online max and sum over the LSEs, which its group loads as one broadcast), with no
+// shuffles: four states' LSEs and packs are in flight before any is used.
+constexpr int kMergeVecThreads = 256;
+constexpr int kMergeBatch = 4;
+
+template <typename T>
+__global__ void __launch_bounds__(kMergeVecThreads) merge_states_vec_kernel(MergeParams p,
+                                                                           int shift) {
+  constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  struct alignas(16) Pack {
+    T v[kE];
+  };
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * kMergeVecThreads + threadIdx.x;
+  const int64_t pair = tid >> shift;
+  const int j = static_cast<int>(tid & ((1 << shift) - 1));
+  if (pair >= p.rows * p.heads) return;
+  const int64_t row = pair / p.heads;
+  const int h = static_cast<int>(pair % p.heads);
+  const bool mine = j * kE < p.dim;
+  const float* __restrict__ s = p.s + row * p.s_stride_row + h;
+  const T* __restrict__ v =
+      static_cast<const T*>(p.v) + row * p.v_stride_row + h * p.v_stride_head + j * kE;
+  float m = -INFINITY, sum = 0.f, acc[kE];
+#pragma unroll
+  for (int k = 0; k < kE; ++k) acc[k] = 0.f;
+  for (int first = 0; first < p.states; first += kMergeBatch) {
+    float lse[kMergeBatch];
+    Pack x[kMergeBatch];
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      const int i = first + u;
+      lse[u] = i < p.states ? s[i * p.s_stride_state] : -INFINITY;
+      if (i < p.states && mine) x[u] = *reinterpret_cast<const Pack*>(v + i * p.v_stride_state);
+    }
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      if (lse[u] == -INFINITY) continue;  // an empty state, or past the last
+      if (lse[u] > m) {
+        const float c = __expf(m - lse[u]);  // 0 while m is -inf
+        sum *= c;
+#pragma unroll
+        for (int k = 0; k < kE; ++k) acc[k] *= c;
+        m = lse[u];
+      }
+      const float w = __expf(lse[u] - m);
+      sum += w;
+      if (mine) {
+#pragma unroll
+        for (int k = 0; k < kE; ++k) acc[k] += w * to_float(x[u].v[k]);
+      }
+    }
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  if (mine) {
+    Pack y;
+#pragma unroll
+    for (int k = 0; k < kE; ++k) y.v[k] = from_float<T>(acc[k] * inv);
+    T* out = static_cast<T*>(p.v_out) + row * p.o_stride_row + h * p.o_stride_head + j * kE;
+    *reinterpret_cast<Pack*>(out) = y;
+  }
+  if (j == 0) p.s_out[pair] = sum > 0.f ? m + logf(sum) : -INFINITY;
+}
+
+#ifndef EMBER_MERGE_VEC
+#define EMBER_MERGE_VEC 1  // NOTE: 0 = merge_states_kernel for every shape (A/B)
+#endif
+
 template <typename T>
 cudaError_t merge_states(const MergeParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.heads == 0) return cudaSuccess;
+  constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  if (EMBER_MERGE_VEC && p.vec && p.dim % kE == 0 && p.dim <= 32 * kE) {
+    int shift = 0;
+    while ((1 << shift) * kE < p.dim) ++shift;
+    const int64_t threads = (p.rows * p.heads) << shift;
+    return launch_kernel<merge_states_vec_kernel<T>>(
+        dim3(static_cast<unsigned>((threads + kMergeVecThreads - 1) / kMergeVecThreads)),
+        dim3(kMergeVecThreads), 0, stream, false, p.device, p, shift);
+  }
   const int64_t blocks = (p.rows * p.heads + kMergeWarps - 1) / kMergeWarps;
   return launch_kernel<merge_states_kernel<T>>(
       dim3(static_cast<unsigned>(blocks)), dim3(kMergeWarps * 32), 0, stream, false, p.device, p);

@@ -43,6 +43,7 @@ struct MergeParams {
   int states;
   int heads;
   int dim;
+  bool vec;  // v and v_out 16-byte aligned, their strides whole 16-byte packs
   int device;
 };
 
