@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kMergeVecThreads) merge_states_vec_kernel(Merg
 }
 
 #ifndef EMBER_MERGE_VEC
-#define EMBER_MERGE_VEC 1  // NOTE: 0 = merge_states_kernel for every shape (A/B)
+#define EMBER_MERGE_VEC 0  // NOTE: 1 = merge_states_vec_kernel on aligned rows (A/B; unmeasured)
 #endif
 
 template <typename T>
