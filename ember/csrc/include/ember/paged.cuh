@@ -179,8 +179,8 @@ constexpr int kMergeVecThreads = 256;
 constexpr int kMergeBatch = 4;
 
 template <typename T>
-__global__ void __launch_bounds__(kMergeVecThreads) merge_states_vec_kernel(MergeParams p,
-                                                                           int shift) {
+__global__ void __launch_bounds__(kMergeVecThreads)
+    merge_states_vec_kernel(MergeParams p, int shift) {
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
   struct alignas(16) Pack {
     T v[kE];

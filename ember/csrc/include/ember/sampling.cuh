@@ -361,8 +361,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   // completes on the arrival alone).
   auto fill = [&](int s, int64_t row) {
     mbar_expect_tx(&full[s], bytes);
-    if (bytes != 0u) bulk_load(ring + s * stage_bytes, logits + row * p.logits_row_stride, bytes,
-                               &full[s]);
+    if (bytes != 0u)
+      bulk_load(ring + s * stage_bytes, logits + row * p.logits_row_stride, bytes, &full[s]);
   };
   const int64_t first = blockIdx.x / kSoftmaxCluster;
   if (t == 0) {
@@ -1155,8 +1155,8 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
     if (plan.clusters > 0) {
       const int64_t clusters = p.rows < plan.clusters ? p.rows : plan.clusters;
       return launch_kernel<softmax_bulk_kernel<T>>(
-          dim3(static_cast<unsigned>(clusters * kSoftmaxCluster)), dim3(kSoftmaxThreads),
-          plan.smem, stream, p.pdl, p.device, p, plan.stages, plan.stage_bytes);
+          dim3(static_cast<unsigned>(clusters * kSoftmaxCluster)), dim3(kSoftmaxThreads), plan.smem,
+          stream, p.pdl, p.device, p, plan.stages, plan.stage_bytes);
     }
   }
   const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
