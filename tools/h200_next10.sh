@@ -14,16 +14,7 @@
 #              (issue 4)
 #   SUITE=1    the whole GPU suite (430 s at 296deba)
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next10.sh
-set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
-if [ "${SUITE:-0}" = 1 ]; then
-  timeout 560 python3 -m pytest -q tests -p no:cacheprovider --durations=15 > $OUT/tests_all.txt 2>&1
-  echo "rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)" $OUT/tests_all.txt | head -40
-  exit 0
-fi
-bench() { local tag=$1 t=$2; shift 2; timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1; echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f2-8,11,13-; }
-tests() { local tag=$1 t=$2; shift 2; timeout $t python3 -m pytest -q "$@" -p no:cacheprovider > $OUT/tests_$tag.txt 2>&1; echo "tests $tag {${EMBER_EXTRA_CUDA_FLAGS:-}} rc $?"; grep -E "^(FAILED|ERROR)|passed|failed" $OUT/tests_$tag.txt | head -8; }
+source tools/h200_lib.sh  # wheels, environment, SUITE=1, bench, tests
 python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
 if [ "${PEERS:-0}" = 1 ]; then
   tests sampling_final 150 tests/ops/test_sampling_filters.py tests/ops/test_sampling.py

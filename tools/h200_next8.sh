@@ -11,15 +11,7 @@
 # At 9bcb529 the 4-backend softmax table hit its 150 s limit and the call its 480 s limit after
 # the top-p peer rows (docs/perf/h200.md, session 8).
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next8.sh
-set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
-if [ "${SUITE:-0}" = 1 ]; then
-  timeout 560 python3 -m pytest -q tests -p no:cacheprovider --durations=15 > $OUT/tests_all.txt 2>&1
-  echo "rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)" $OUT/tests_all.txt | head -40
-  exit 0
-fi
-bench() { local tag=$1 t=$2; shift 2; timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1; echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f2-9,14-; }
+source tools/h200_lib.sh  # wheels, environment, SUITE=1, bench, tests
 python3 -c "
 import time; from ember.jit import build_and_load; from ember.ops.sampling import sampling_spec
 t = time.perf_counter(); build_and_load(sampling_spec('fp32')); print(f'cold compile sampling_fp32: {time.perf_counter() - t:.2f} s')"

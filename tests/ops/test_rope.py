@@ -111,6 +111,33 @@ def test_many_tokens_cache_in_place_and_out_of_place(dtype, interleave, tokens, 
     assert torch.equal(qkv[:, hq + hk :], v_before), "v must not be touched"
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("interleave", [False, True])
+@pytest.mark.parametrize("dim", [64, 256])
+def test_many_tokens_each_head_size_of_the_static_kernel(dtype, interleave, dim):
+    # rope_static_kernel's other compile-time shapes (heads of 64 and 256; the test above covers
+    # 128), in place and out of place, with positions outside the cache (-1, past its end) left
+    # unrotated in place and unwritten (still poisoned) out of place
+    tokens, hq, hk, rows = 300, 6, 2, 512
+    q = torch.randn(tokens, hq, dim, device="cuda").to(dtype)
+    k = torch.randn(tokens, hk, dim, device="cuda").to(dtype)
+    pos = torch.randint(0, rows, (tokens,), device="cuda", dtype=torch.int32)
+    pos[7], pos[200] = -1, rows
+    inside = (pos >= 0) & (pos < rows)
+    cache = cos_sin_cache(rows, dim, device="cuda")
+    safe = torch.where(inside, pos, 0)
+    want_q = torch.where(inside[:, None, None], reference(q, safe, dim, interleave, cache=cache), q)
+    want_k = torch.where(inside[:, None, None], reference(k, safe, dim, interleave, cache=cache), k)
+    oq, ok = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
+    ember.apply_rope_with_cos_sin_cache(q, k, pos, cache, interleave=interleave, out_q=oq, out_k=ok)
+    close(oq[inside], want_q[inside])
+    close(ok[inside], want_k[inside])
+    assert bool(oq[~inside].isnan().all()), "tokens outside the cache are not written"
+    ember.apply_rope_with_cos_sin_cache_(q, k, pos, cache, interleave=interleave)
+    close(q, want_q)
+    close(k, want_k)
+
+
 @pytest.mark.parametrize("interleave", [False, True])
 def test_cache_in_place_with_int64_positions_and_strided_heads(interleave):
     qkv = torch.randn(64, 32 + 8 + 8, 128, device="cuda").to(torch.bfloat16)

@@ -4,10 +4,12 @@
 // Every kernel here holds a row in the shared memory of one thread-block cluster of
 // kSoftmaxCluster CTAs, loaded once; the CTAs exchange partial results (maxima, sums, histograms)
 // through distributed shared memory. Softmax: each CTA loads its chunk (as fp32, divided by the
-// row's temperature), reduces its max, and the cluster exchanges the CTAs' maxima; then the same
-// for the sum of exponentials, which each CTA keeps in shared memory; finally each CTA writes
-// its chunk of probabilities. The logits are read once and the probabilities written once: no
-// second pass over a row that does not fit in L2. The filters: "thresholds without sorting".
+// row's temperature) while it gathers the chunk's maximum and its sum of exponentials against a
+// running maximum (the online form), and the cluster exchanges the CTAs' (max, sum) pairs once;
+// then each CTA writes its chunk of probabilities. (EMBER_SOFTMAX_ONLINE=0: the maxima, then the
+// sums of exponentials, in two exchanges.) The logits are read once and the probabilities written
+// once: no second pass over a row that does not fit in L2. The filters: "thresholds without
+// sorting".
 #pragma once
 
 #include <cooperative_groups.h>

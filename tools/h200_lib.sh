@@ -1,0 +1,26 @@
+# Sourced by the session scripts (tools/h200_next*.sh) on the H200 (device tool, `.whl` carried):
+# installs the carried wheels, sets the environment, runs the whole suite and exits under
+# SUITE=1, and defines two helpers whose output lands under $OUT:
+#   bench TAG LIMIT ROUTINE ARGS...   one harness call, rows appended to $OUT/bench.jsonl
+#   tests TAG LIMIT PYTEST_ARGS...    a pytest run, the summary and failures printed
+# (EMBER_EXTRA_CUDA_FLAGS, when set, builds a switch's alternative for both.)
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
+if [ "${SUITE:-0}" = 1 ]; then
+  timeout 560 python3 -m pytest -q tests -p no:cacheprovider --durations=15 > $OUT/tests_all.txt 2>&1
+  echo "rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)" $OUT/tests_all.txt | head -40
+  grep -E "^E " $OUT/tests_all.txt | head -30
+  exit 0
+fi
+bench() {
+  local tag=$1 t=$2; shift 2
+  timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1
+  echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f2-8,11,13-
+}
+tests() {
+  local tag=$1 t=$2; shift 2
+  timeout $t python3 -m pytest -q "$@" -p no:cacheprovider > $OUT/tests_$tag.txt 2>&1
+  echo "tests $tag {${EMBER_EXTRA_CUDA_FLAGS:-}} rc $?"
+  grep -E "^(FAILED|ERROR)|passed|failed|^E " $OUT/tests_$tag.txt | head -12
+}
