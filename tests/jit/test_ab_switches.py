@@ -54,7 +54,12 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     ),
     (
         lambda: sampling_spec("bf16"),
-        ("EMBER_FILTER_RELATIVE=0", "EMBER_FILTER_LEAN0=0", "EMBER_FILTER_SPLIT0=1"),
+        (
+            "EMBER_FILTER_RELATIVE=0",
+            "EMBER_FILTER_LEAN0=0",
+            "EMBER_FILTER_SPLIT0=1",
+            "EMBER_SOFTMAX_NARROW=1",
+        ),
     ),
     (
         lambda: norm_spec("bf16"),

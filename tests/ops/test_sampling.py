@@ -60,6 +60,24 @@ def test_many_more_rows_than_resident_clusters(dtype):
     assert got[5, 12345] == 1.0
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("vocab", [32000, 49152])
+def test_many_rows_of_a_mid_size_vocabulary(dtype, vocab):
+    # 600 rows: more than the clusters of 2 (32 000) or 4 (49 152) CTAs that fit at once, the
+    # shape -DEMBER_SOFTMAX_NARROW=1 sends to softmax_persistent_kernel<T, 2 or 4> (the default
+    # build runs softmax_kernel); per-row temperatures, -inf logits, a row of one finite logit
+    logits = (4 * torch.randn(600, vocab, device="cuda")).to(dtype)
+    logits[::5, :700] = float("-inf")
+    logits[9, :] = float("-inf")
+    logits[9, vocab - 1] = -3.0
+    t = torch.rand(600, device="cuda") + 0.3
+    out = torch.full((600, vocab), float("nan"), device="cuda")
+    got = ember.softmax(logits, t, out=out)
+    assert not torch.isnan(got).any(), "unwritten (poisoned) elements"
+    torch.testing.assert_close(got.double(), reference(logits, t), rtol=1e-4, atol=1e-12)
+    assert got[9, vocab - 1] == 1.0
+
+
 def test_minus_inf_logits_get_zero_and_strided_unaligned_rows():
     base = torch.randn(6, 50010, device="cuda").to(torch.bfloat16)
     logits = base[:, 3:50003]  # rows start 6 bytes past alignment: the element path

@@ -99,7 +99,7 @@ __device__ __forceinline__ void load_chunk(const T* in, int n, float* dst, F&& f
 // `v` reduced (max when MAX, else sum) over the block, then over the cluster: each CTA's value
 // goes through its exchange[slot], read by every CTA after one cluster barrier. The caller's reads
 // of the peers' slots must be behind a later barrier before any CTA leaves or rewrites its slot.
-template <bool MAX>
+template <bool MAX, int C = kSoftmaxCluster>
 __device__ __forceinline__ float cluster_reduce(cooperative_groups::cluster_group& cluster, float v,
                                                 float* exchange, int slot, float* scratch) {
   v = block_reduce<MAX>(v, scratch);
@@ -107,7 +107,7 @@ __device__ __forceinline__ float cluster_reduce(cooperative_groups::cluster_grou
   cluster.sync();
   float all = MAX ? -INFINITY : 0.f;
 #pragma unroll
-  for (int r = 0; r < kSoftmaxCluster; ++r) {
+  for (int r = 0; r < C; ++r) {
     const float x = cluster.map_shared_rank(exchange, r)[slot];
     all = MAX ? fmaxf(all, x) : all + x;
   }
@@ -118,18 +118,19 @@ __device__ __forceinline__ float cluster_reduce(cooperative_groups::cluster_grou
 // sit in row_smem, `mx` this thread's running maximum: the CTAs' maxima go through exchange[0],
 // each chunk becomes exp(x - max) in place, the sums go through exchange[1]; returns 1 / the
 // row's sum. Two cluster barriers; the caller's last read of a peer's slots is behind the second.
+template <int C>
 __device__ __forceinline__ float exp_and_normalizer(cooperative_groups::cluster_group& cluster,
                                                     float* row_smem, int n, float mx,
                                                     float* exchange, float* scratch) {
   // (the block reduction's barrier also publishes row_smem)
-  const float m = cluster_reduce<true>(cluster, mx, exchange, 0, scratch);
+  const float m = cluster_reduce<true, C>(cluster, mx, exchange, 0, scratch);
   float sum = 0.f;
   for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
     const float e = __expf(row_smem[i] - m);
     row_smem[i] = e;
     sum += e;
   }
-  return 1.f / cluster_reduce<false>(cluster, sum, exchange, 1, scratch);
+  return 1.f / cluster_reduce<false, C>(cluster, sum, exchange, 1, scratch);
 }
 
 #ifndef EMBER_SOFTMAX_ONLINE
@@ -162,7 +163,7 @@ struct RowStats {
 // 2^(x - base) * inv. One cluster barrier, after which the caller may arrive (its reads of the
 // peers' slots are done) and wait only at exit. A row of all -inf gives base 0 and a sum of 0
 // (NaN probabilities, as documented).
-template <bool ONLINE>
+template <int C, bool ONLINE>
 __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_group& cluster,
                                                     RowStats<ONLINE> st, float* slots,
                                                     float* scratch) {
@@ -176,11 +177,11 @@ __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_
   cluster.sync();
   float gm = -INFINITY;
 #pragma unroll
-  for (int r = 0; r < kSoftmaxCluster; ++r) gm = fmaxf(gm, cluster.map_shared_rank(slots, r)[0]);
+  for (int r = 0; r < C; ++r) gm = fmaxf(gm, cluster.map_shared_rank(slots, r)[0]);
   const float base = gm == -INFINITY ? 0.f : gm;
   float gs = 0.f;
 #pragma unroll
-  for (int r = 0; r < kSoftmaxCluster; ++r) {
+  for (int r = 0; r < C; ++r) {
     const float* q = cluster.map_shared_rank(slots, r);
     gs += q[0] == -INFINITY ? 0.f : q[1] * exp2_approx(q[0] - base);
   }
@@ -220,13 +221,14 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   });
   float* out = p.probs + row * p.probs_row_stride + begin;
   if (EMBER_SOFTMAX_ONLINE) {
-    const float2 nz = online_normalizer(cluster, st, exchange, scratch);
+    const float2 nz = online_normalizer<kSoftmaxCluster>(cluster, st, exchange, scratch);
     auto token = cluster.barrier_arrive();  // this CTA's reads of its peers' slots are done
     pdl_launch_dependents();
     store_probs(out, row_smem, n, nz.x, nz.y);
     cluster.barrier_wait(std::move(token));  // no CTA leaves while another reads its slots
   } else {
-    const float inv_s = exp_and_normalizer(cluster, row_smem, n, st.m, exchange, scratch);
+    const float inv_s =
+        exp_and_normalizer<kSoftmaxCluster>(cluster, row_smem, n, st.m, exchange, scratch);
     cluster.sync();  // no CTA leaves while another still reads its exchange slots
     pdl_launch_dependents();
     store_probs(out, row_smem, n, 0.f, inv_s);
@@ -250,8 +252,8 @@ constexpr int kPersistentMaxChunk = 16384;
 // and stores row r, the loads of its next row are in flight into registers, then go to shared
 // memory at the top of the next iteration. Registers cap it at 2 CTAs an SM; the grid is what
 // fits at once (cudaOccupancyMaxActiveClusters), so every cluster stays resident.
-template <typename T>
-__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
+template <typename T, int C = kSoftmaxCluster>
+__global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
     softmax_persistent_kernel(SoftmaxParams p) {
   namespace cg = cooperative_groups;
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
@@ -264,7 +266,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   __shared__ float scratch[kSoftmaxThreads / 32];
   float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum (online: [2..3] too)
   const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t clusters = gridDim.x / kSoftmaxCluster;
+  const int64_t clusters = gridDim.x / C;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
   const int n = chunk_length(p.vocab, p.chunk, begin);
   const int packs = n / kE;  // the vector path: n is a multiple of kE
@@ -278,7 +280,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
     }
   };
-  int64_t row = blockIdx.x / kSoftmaxCluster;
+  int64_t row = blockIdx.x / C;
   pdl_wait();
   if (row < p.rows) issue(row);
   for (int iter = 0; row < p.rows; row += clusters, ++iter) {
@@ -308,14 +310,14 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     if (EMBER_SOFTMAX_ONLINE) {
       // NOTE: one cluster barrier a row, so the slots alternate: row k + 2 writes row k's pair
       // only after row k + 1's barrier, which every CTA passes after its reads of row k's.
-      const float2 nz = online_normalizer(cluster, st, exchange + 2 * (iter & 1), scratch);
+      const float2 nz = online_normalizer<C>(cluster, st, exchange + 2 * (iter & 1), scratch);
       store_probs(out, row_smem, n, nz.x, nz.y);
     } else {
       // NOTE: the exchange slots need no barrier of their own between rows: a CTA writes slot 0
       // (1) of row k + 1 only after every CTA has passed row k's second (row k + 1's first)
       // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
       store_probs(out, row_smem, n, 0.f,
-                  exp_and_normalizer(cluster, row_smem, n, st.m, exchange, scratch));
+                  exp_and_normalizer<C>(cluster, row_smem, n, st.m, exchange, scratch));
     }
   }
   cluster.sync();  // no CTA leaves while another still reads its exchange slots
@@ -391,7 +393,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
       for (int j = 0; j < kE; ++j) st.add(to_float(x.v[j]) * scale);
     }
     // NOTE: one cluster barrier a row, so the slots alternate (as in softmax_persistent_kernel)
-    const float2 nz = online_normalizer(cluster, st, exchange + 2 * (iter & 1), scratch);
+    const float2 nz =
+        online_normalizer<kSoftmaxCluster>(cluster, st, exchange + 2 * (iter & 1), scratch);
     float* out = p.probs + row * p.probs_row_stride + begin;
 #pragma unroll 4
     for (int i = t; i < packs; i += kSoftmaxThreads) {
@@ -1087,20 +1090,20 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
 }
 
-// Clusters of softmax_persistent_kernel<T> that fit the device at once for a chunk (0: none, or
+// Clusters of softmax_persistent_kernel<T, C> that fit the device at once for a chunk (0: none, or
 // the query failed), asked once per device and chunk size.
-template <typename T>
+template <typename T, int C = kSoftmaxCluster>
 int persistent_clusters(const SoftmaxParams& p, size_t smem) {
   constexpr int kMaxDevices = 64;
   static int chunk_of[kMaxDevices] = {};
   static int clusters_of[kMaxDevices] = {};
   if (p.device < 0 || p.device >= kMaxDevices) return 0;
   if (chunk_of[p.device] == p.chunk) return clusters_of[p.device];
-  constexpr auto kernel = softmax_persistent_kernel<T>;
+  constexpr auto kernel = softmax_persistent_kernel<T, C>;
   int clusters = 0;
   if (allow_dynamic_smem<kernel>(smem) == cudaSuccess) {
     cudaLaunchConfig_t config{};
-    config.gridDim = dim3(kSoftmaxCluster * 64);
+    config.gridDim = dim3(C * 64);
     config.blockDim = dim3(kSoftmaxThreads);
     config.dynamicSmemBytes = smem;
     if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) clusters = 0;
@@ -1149,9 +1152,41 @@ BulkPlan bulk_plan(const SoftmaxParams& p) {
   return plan;
 }
 
+#ifndef EMBER_SOFTMAX_NARROW
+#define EMBER_SOFTMAX_NARROW 0  // NOTE: 1 = clusters of 2 or 4 for rows of 16 385-65 536 (A/B)
+#endif
+// softmax_persistent_kernel<T, C> over rows split in C chunks instead of kSoftmaxCluster, when
+// that is more rows than its clusters hold at once; false: not launched (not its shape, or the
+// occupancy query failed). NOTE: an 8-CTA cluster for a 32 000-element row gives 16 KB chunks:
+// 512 x 32 000 fp32 ran ~8 lockstep waves of 4 096 CTAs, each wave with its cluster barriers, at
+// 0.67x torch.compile (session 9); 2 CTAs of 16 000 elements keep a chunk the persistent
+// kernel's size at 128 256, where it runs at 3.1 TB/s. Unmeasured.
+template <typename T, int C>
+bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
+  SoftmaxParams q = p;
+  q.chunk = static_cast<int>((p.vocab + C - 1) / C + 7) / 8 * 8;
+  if (q.chunk > kPersistentMaxChunk) return false;
+  const size_t smem = (static_cast<size_t>(q.chunk) + 4) * sizeof(float);
+  const int clusters = persistent_clusters<T, C>(q, smem);
+  if (clusters <= 0 || q.rows <= clusters) return false;
+  err = launch_kernel<softmax_persistent_kernel<T, C>>(dim3(static_cast<unsigned>(clusters * C)),
+                                                       dim3(kSoftmaxThreads), smem, stream, q.pdl,
+                                                       q.device, q);
+  return true;
+}
+
 template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
+  if constexpr (EMBER_SOFTMAX_NARROW != 0) {
+    if (p.vec && p.vocab > kPersistentMaxChunk && p.vocab <= 4 * kPersistentMaxChunk) {
+      cudaError_t err = cudaSuccess;
+      if (p.vocab <= 2 * kPersistentMaxChunk ? launch_narrow<T, 2>(p, stream, err)
+                                             : launch_narrow<T, 4>(p, stream, err)) {
+        return err;
+      }
+    }
+  }
   if (EMBER_SOFTMAX_BULK && p.vec && p.out_vec) {
     const BulkPlan plan = bulk_plan<T>(p);
     if (plan.clusters > 0) {
