@@ -7,12 +7,18 @@
 #              softmax bulk-copy ring (-DEMBER_SOFTMAX_BULK=1, 2x slower in session 9) under
 #              Nsight Compute — grid size, time, DRAM, stalls — to tell which of notes/act.md's
 #              three explanations holds; clusters of 2 or 4 for mid-size vocabularies
-#              (-DEMBER_SOFTMAX_NARROW=1: tests, then A/B with torch.compile at 512 x 32 000); the RoPE table at 1-512 tokens with the new default, and
-#              test_rope.py (its test of rope_static_kernel at heads of 64 and 256 is new, unrun)
+#              (-DEMBER_SOFTMAX_NARROW=1: tests, then A/B with torch.compile at 512 x 32 000)
+#   ROPE=1     test_rope.py (its test of rope_static_kernel at heads of 64 and 256 is new,
+#              unrun) and the RoPE table at 1-512 tokens with the new default
 #   SUITE=1    the whole GPU suite (430 s at 296deba; not run in session 9)
 #   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next11.sh
 source tools/h200_lib.sh  # wheels, environment, SUITE=1, bench, tests
 python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
+if [ "${ROPE:-0}" = 1 ]; then
+  tests rope 120 tests/ops/test_rope.py
+  bench rope_small 120 rope --backends ember,flashinfer --shapes 1x32x8x128,64x32x8x128,512x32x8x128 --timing cuda_graph
+  exit 0
+fi
 EMBER_EXTRA_CUDA_FLAGS=-DEMBER_MERGE_VEC=1 tests merge_vec 90 tests/ops/test_decode.py -k merge
 EMBER_EXTRA_CUDA_FLAGS=-DEMBER_MERGE_VEC=1 bench merge_vec 40 merge_states --backends ember
 bench merge_states 150 merge_states --backends ember,flashinfer
@@ -25,5 +31,3 @@ import torch, ember
 x = 4 * torch.randn(128, 128256, device='cuda')
 for _ in range(4): ember.softmax(x, 0.7)
 torch.cuda.synchronize()" > $OUT/ncu_bulk.txt 2>&1; echo "== ncu softmax bulk rc $?"; grep -E "softmax|gpu__|grid|dram|warps|issue|stalled" $OUT/ncu_bulk.txt | head -14
-tests rope 120 tests/ops/test_rope.py
-bench rope_small 120 rope --backends ember,flashinfer --shapes 1x32x8x128,64x32x8x128,512x32x8x128 --timing cuda_graph
