@@ -39,7 +39,6 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=0",)),
     (paged_spec, ("EMBER_MERGE_VEC=1",)),
-    (lambda: rope_spec("fp16"), ("EMBER_ROPE_STATIC=2",)),
     (
         lambda: sampling_spec("fp32"),
         (

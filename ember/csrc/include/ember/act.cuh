@@ -54,19 +54,14 @@ __device__ __forceinline__ float activate(float x) {
   }
 }
 
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-  T v[VEC];
-};
-
 #ifndef EMBER_ACT_FLAT
 #define EMBER_ACT_FLAT 1  // NOTE: 0 = large problems on the 2-D grid too (A/B)
 #endif
 
 // act(gate) * up for one access of each half, in fp32.
 template <int OP, typename T, int VEC>
-__device__ __forceinline__ Pack<T, VEC> gated(const Pack<T, VEC>& g, const Pack<T, VEC>& u) {
-  Pack<T, VEC> o;
+__device__ __forceinline__ Vec<T, VEC> gated(const Vec<T, VEC>& g, const Vec<T, VEC>& u) {
+  Vec<T, VEC> o;
 #pragma unroll
   for (int j = 0; j < VEC; ++j)
     o.v[j] = from_float<T>(activate<OP>(to_float(g.v[j])) * to_float(u.v[j]));
@@ -82,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) act_kernel(Params p) {
   T* out = static_cast<T*>(p.out) + row * p.out_row_stride;
   const int64_t nvec = p.d / VEC;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads * VPT + threadIdx.x;
-  using P = Pack<T, VEC>;
+  using P = Vec<T, VEC>;
   P g[VPT], u[VPT];
   pdl_wait();
 #pragma unroll
@@ -109,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) act_kernel(Params p) {
 template <typename T, int OP>
 __global__ void __launch_bounds__(kThreads) act_flat_kernel(Params p) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  using P = Pack<T, kVec>;
+  using P = Vec<T, kVec>;
   const uint32_t nvec = static_cast<uint32_t>(p.d / kVec);
   const uint32_t i = blockIdx.x * kThreads + threadIdx.x;
   pdl_wait();

@@ -33,9 +33,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 // E consecutive elements of T as fp32 (E * sizeof(T) is 2-16 bytes, naturally aligned).
 template <typename T, int E>
 __device__ __forceinline__ void load_row(const T* p, float (&f)[E]) {
-  struct alignas(sizeof(T) * E) Pack {
-    T v[E];
-  };
+  using Pack = Vec<T, E>;
   const Pack pk = *reinterpret_cast<const Pack*>(p);
 #pragma unroll
   for (int i = 0; i < E; ++i) f[i] = to_float(pk.v[i]);
@@ -43,9 +41,7 @@ __device__ __forceinline__ void load_row(const T* p, float (&f)[E]) {
 
 template <typename T, int E>
 __device__ __forceinline__ void store_row(T* p, const float (&f)[E]) {
-  struct alignas(sizeof(T) * E) Pack {
-    T v[E];
-  };
+  using Pack = Vec<T, E>;
   Pack pk;
 #pragma unroll
   for (int i = 0; i < E; ++i) pk.v[i] = from_float<T>(f[i]);

@@ -62,6 +62,13 @@ __device__ __forceinline__ half from_float<half>(float v) {
   return r;
 }
 
+// N elements of T moved as one naturally aligned access (N * sizeof(T) of 2-16 bytes): the
+// vector loads and stores of every family.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
 // One MUFU instruction each: 2^x (ex2.approx.ftz, ~2 ulp) and 1/x (rcp.approx.ftz, 1 ulp). The
 // non-ftz forms behind __expf and __fdividef add a denormal fix-up and a range check per
 // element; at ~25 instructions an element silu was issue-bound beside the memory stream.

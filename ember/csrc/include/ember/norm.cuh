@@ -21,11 +21,6 @@
 namespace ember {
 namespace norm {
 
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
-};
-
 __device__ __forceinline__ uint32_t bits32(float a) { return __float_as_uint(a); }
 __device__ __forceinline__ uint32_t bits16(bfloat16 a) { return a.bits; }
 __device__ __forceinline__ uint32_t bits16(half a) { return a.bits; }

@@ -182,9 +182,7 @@ template <typename T>
 __global__ void __launch_bounds__(kMergeVecThreads)
     merge_states_vec_kernel(MergeParams p, int shift) {
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  struct alignas(16) Pack {
-    T v[kE];
-  };
+  using Pack = Vec<T, kE>;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * kMergeVecThreads + threadIdx.x;
   const int64_t pair = tid >> shift;
   const int j = static_cast<int>(tid & ((1 << shift) - 1));

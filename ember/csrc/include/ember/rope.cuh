@@ -24,11 +24,6 @@ namespace rope {
 
 constexpr int kMaxThreads = 256;
 
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
 // inv_freq of pair i: theta^(-2i / rotary_dim) / scale, with Llama-3.1's scaling: wavelengths
 // shorter than old_context / high keep their frequency, longer than old_context / low divide it
 // by factor, and those between blend the two.
@@ -87,6 +82,12 @@ __device__ __forceinline__ T* head_out(const Params& p, int h, int64_t token) {
   return static_cast<T*>(hs.out) + token * hs.out_token_stride + hh * hs.out_head_stride;
 }
 
+// Pair (x0, x1) turned by the angle of cosine c and sine s (every kernel here rotates through it).
+__device__ __forceinline__ void turn(float x0, float x1, float c, float s, float& y0, float& y1) {
+  y0 = x0 * c - x1 * s;
+  y1 = x1 * c + x0 * s;
+}
+
 // A thread's chunk `c` of one head, loaded whole before it is rotated: NeoX, PAIRS elements at c
 // of each half (a, b); GPT-J, 2 * PAIRS consecutive elements at c (a; PAIRS == 1 is the
 // element-by-element path of unaligned rows).
@@ -115,9 +116,10 @@ struct Chunk {
       V y;
 #pragma unroll
       for (int j = 0; j < PAIRS; ++j) {
-        const float x0 = to_float(a.v[2 * j]), x1 = to_float(a.v[2 * j + 1]);
-        y.v[2 * j] = from_float<T>(x0 * cs[j] - x1 * sn[j]);
-        y.v[2 * j + 1] = from_float<T>(x1 * cs[j] + x0 * sn[j]);
+        float y0, y1;
+        turn(to_float(a.v[2 * j]), to_float(a.v[2 * j + 1]), cs[j], sn[j], y0, y1);
+        y.v[2 * j] = from_float<T>(y0);
+        y.v[2 * j + 1] = from_float<T>(y1);
       }
       if constexpr (kElementwise) {
         out[2 * c] = y.v[0];
@@ -129,9 +131,10 @@ struct Chunk {
       V y1, y2;
 #pragma unroll
       for (int j = 0; j < PAIRS; ++j) {
-        const float x0 = to_float(a.v[j]), x1 = to_float(b.v[j]);
-        y1.v[j] = from_float<T>(x0 * cs[j] - x1 * sn[j]);
-        y2.v[j] = from_float<T>(x1 * cs[j] + x0 * sn[j]);
+        float r0, r1;
+        turn(to_float(a.v[j]), to_float(b.v[j]), cs[j], sn[j], r0, r1);
+        y1.v[j] = from_float<T>(r0);
+        y2.v[j] = from_float<T>(r1);
       }
       reinterpret_cast<V*>(out)[c] = y1;
       reinterpret_cast<V*>(out + half)[c] = y2;
@@ -221,8 +224,9 @@ cudaError_t launch_group(const Params& p, cudaStream_t stream) {
       tokens_per_block);
 }
 
-// NOTE: 0 = rope_kernel for every shape, 2 = rope_static_kernel PAIRED (A/B). Session 9 on the
-// H200, 8192 tokens in place: 45.18 us (1), 46.40 (2), 49.66 (0); FlashInfer 50.82
+// NOTE: 0 = rope_kernel for every shape (A/B). Session 9 on the H200, 8192 tokens in place: 45.18
+// us against 49.66 (FlashInfer 50.82); a paired-load form (both heads of a thread loaded before
+// either is rotated: 63 registers, 4 CTAs an SM) took 46.40 and was removed after 30b48ac
 #ifndef EMBER_ROPE_STATIC
 #define EMBER_ROPE_STATIC 1
 #endif
@@ -238,9 +242,6 @@ cudaError_t launch_group(const Params& p, cudaStream_t stream) {
 // takes 48 (5 CTAs, 40 warps an SM); the all-heads-one-pass variant took 56 (320 threads: 30
 // warps) and measured 61.5 against 52.1 us. This kernel is held to 32 registers in place (8 CTAs,
 // 64 warps; the NeoX path spills two values a head to the stack) and 40 out of place (6 CTAs).
-// PAIRED (EMBER_ROPE_STATIC=2): a thread with two heads issues both heads' loads before it
-// rotates either, and takes 63 registers (4 CTAs); held to 48, ptxas sinks the second head's
-// loads below the first head's rotation anyway (sm_90a SASS).
 template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
 struct StaticShape {
   static constexpr int kE = 16 / static_cast<int>(sizeof(T));  // elements per 16 bytes
@@ -323,68 +324,54 @@ __device__ __forceinline__ void static_angles(const float* row, int c, float* cs
   }
 }
 
-// Pair (x0, x1) turned by the angle of cosine c and sine s: Chunk::rotate_store's expressions.
-__device__ __forceinline__ void turn(float x0, float x1, float c, float s, float& y0, float& y1) {
-  y0 = x0 * c - x1 * s;
-  y1 = x1 * c + x0 * s;
-}
-
-// N heads' chunks of a thread as 32-bit words, rotated in place: NeoX, PAIRS elements at the
-// chunk in each half (x[n][0], x[n][1]); GPT-J, 2 * PAIRS consecutive elements (x[n][0]).
-template <typename T, int PAIRS, bool INTERLEAVE, int ROT, int N>
+// A thread's chunk of one head as 32-bit words, rotated in place: NeoX, PAIRS elements at the
+// chunk in each half (x[0], x[1]); GPT-J, 2 * PAIRS consecutive elements (x[0]).
+template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
 struct StaticChunks {
   using S = StaticShape<T, PAIRS, INTERLEAVE, ROT>;
   using W = Vec<uint32_t, 4>;
   static constexpr int kPerWord = 4 / static_cast<int>(sizeof(T));  // elements a word
-  W x[N][S::kAccesses];
+  W x[S::kAccesses];
 
-  __device__ __forceinline__ void load(int n, const T* in) {
+  __device__ __forceinline__ void load(const T* in) {
 #pragma unroll
-    for (int a = 0; a < S::kAccesses; ++a) {
-      x[n][a] = *reinterpret_cast<const W*>(in + a * (ROT / 2));
-    }
+    for (int a = 0; a < S::kAccesses; ++a) x[a] = *reinterpret_cast<const W*>(in + a * (ROT / 2));
   }
-  __device__ __forceinline__ void store(int n, T* out) const {
+  __device__ __forceinline__ void store(T* out) const {
 #pragma unroll
-    for (int a = 0; a < S::kAccesses; ++a) *reinterpret_cast<W*>(out + a * (ROT / 2)) = x[n][a];
+    for (int a = 0; a < S::kAccesses; ++a) *reinterpret_cast<W*>(out + a * (ROT / 2)) = x[a];
   }
 
   __device__ __forceinline__ void rotate(const float* cs, const float* sn) {
     if constexpr (!INTERLEAVE) {  // word w: pairs w * kPerWord + e, x0 in half 0, x1 in half 1
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
+        float f0[kPerWord], f1[kPerWord], y0[kPerWord], y1[kPerWord];
+        unpack_word(x[0].v[w], f0, T{});
+        unpack_word(x[1].v[w], f1, T{});
 #pragma unroll
-        for (int n = 0; n < N; ++n) {
-          float f0[kPerWord], f1[kPerWord], y0[kPerWord], y1[kPerWord];
-          unpack_word(x[n][0].v[w], f0, T{});
-          unpack_word(x[n][1].v[w], f1, T{});
-#pragma unroll
-          for (int e = 0; e < kPerWord; ++e) {
-            turn(f0[e], f1[e], cs[w * kPerWord + e], sn[w * kPerWord + e], y0[e], y1[e]);
-          }
-          x[n][0].v[w] = pack_word(y0, T{});
-          x[n][1].v[w] = pack_word(y1, T{});
+        for (int e = 0; e < kPerWord; ++e) {
+          turn(f0[e], f1[e], cs[w * kPerWord + e], sn[w * kPerWord + e], y0[e], y1[e]);
         }
+        x[0].v[w] = pack_word(y0, T{});
+        x[1].v[w] = pack_word(y1, T{});
       }
     } else {  // pair j: elements 2j, 2j + 1 (one word of 16-bit elements, or two fp32 words)
 #pragma unroll
       for (int j = 0; j < PAIRS; ++j) {
-#pragma unroll
-        for (int n = 0; n < N; ++n) {
-          float f[2], y[2];
-          if constexpr (kPerWord == 2) {
-            unpack_word(x[n][0].v[j], f, T{});
-          } else {
-            unpack_word(x[n][0].v[2 * j], &f[0], T{});
-            unpack_word(x[n][0].v[2 * j + 1], &f[1], T{});
-          }
-          turn(f[0], f[1], cs[j], sn[j], y[0], y[1]);
-          if constexpr (kPerWord == 2) {
-            x[n][0].v[j] = pack_word(y, T{});
-          } else {
-            x[n][0].v[2 * j] = pack_word(&y[0], T{});
-            x[n][0].v[2 * j + 1] = pack_word(&y[1], T{});
-          }
+        float f[2], y[2];
+        if constexpr (kPerWord == 2) {
+          unpack_word(x[0].v[j], f, T{});
+        } else {
+          unpack_word(x[0].v[2 * j], &f[0], T{});
+          unpack_word(x[0].v[2 * j + 1], &f[1], T{});
+        }
+        turn(f[0], f[1], cs[j], sn[j], y[0], y[1]);
+        if constexpr (kPerWord == 2) {
+          x[0].v[j] = pack_word(y, T{});
+        } else {
+          x[0].v[2 * j] = pack_word(&y[0], T{});
+          x[0].v[2 * j + 1] = pack_word(&y[1], T{});
         }
       }
     }
@@ -395,28 +382,17 @@ struct StaticChunks {
 template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
 __device__ __forceinline__ void static_one(const StaticRows<T>& r, int hh, int ck, const float* cs,
                                            const float* sn) {
-  StaticChunks<T, PAIRS, INTERLEAVE, ROT, 1> x;
-  x.load(0, r.in_at(hh, ck));
+  StaticChunks<T, PAIRS, INTERLEAVE, ROT> x;
+  x.load(r.in_at(hh, ck));
   x.rotate(cs, sn);
-  x.store(0, r.out_at(hh, ck));
-}
-// Head ha of rows `ra` and head hb of rows `rb`, both loaded before either is rotated.
-template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
-__device__ __forceinline__ void static_two(const StaticRows<T>& ra, int ha, const StaticRows<T>& rb,
-                                           int hb, int ck, const float* cs, const float* sn) {
-  StaticChunks<T, PAIRS, INTERLEAVE, ROT, 2> x;
-  x.load(0, ra.in_at(ha, ck));
-  x.load(1, rb.in_at(hb, ck));
-  x.rotate(cs, sn);
-  x.store(0, ra.out_at(ha, ck));
-  x.store(1, rb.out_at(hb, ck));
+  x.store(r.out_at(hh, ck));
 }
 
 // CTAs an SM the register budget is set for (see the NOTE above).
-constexpr int static_min_blocks(bool inplace, bool paired) { return paired ? 4 : inplace ? 8 : 6; }
+constexpr int static_min_blocks(bool inplace) { return inplace ? 8 : 6; }
 
-template <typename T, int PAIRS, bool INTERLEAVE, int ROT, bool INPLACE, bool PAIRED>
-__global__ void __launch_bounds__(kMaxThreads, static_min_blocks(INPLACE, PAIRED))
+template <typename T, int PAIRS, bool INTERLEAVE, int ROT, bool INPLACE>
+__global__ void __launch_bounds__(kMaxThreads, static_min_blocks(INPLACE))
     rope_static_kernel(Params p) {
   using S = StaticShape<T, PAIRS, INTERLEAVE, ROT>;
   constexpr int kP = S::kPerPass;
@@ -433,18 +409,6 @@ __global__ void __launch_bounds__(kMaxThreads, static_min_blocks(INPLACE, PAIRED
     const int hq = p.q.heads, total = hq + p.k.heads;
     // The thread's heads are slots g = threadIdx.x / kChunks + i * kP of q's heads then k's.
     int g = static_cast<int>(threadIdx.x / S::kChunks);
-    if constexpr (PAIRED) {  // two slots at a time; the last q head may pair with a k head
-      for (; g + kP < hq; g += 2 * kP) {
-        static_two<T, PAIRS, INTERLEAVE, ROT>(q, g, q, g + kP, ck, cs, sn);
-      }
-      if (g < hq && g + kP < total) {
-        static_two<T, PAIRS, INTERLEAVE, ROT>(q, g, k, g + kP - hq, ck, cs, sn);
-        g += 2 * kP;
-      }
-      for (; g >= hq && g + kP < total; g += 2 * kP) {
-        static_two<T, PAIRS, INTERLEAVE, ROT>(k, g - hq, k, g + kP - hq, ck, cs, sn);
-      }
-    }
     for (; g < hq; g += kP) static_one<T, PAIRS, INTERLEAVE, ROT>(q, g, ck, cs, sn);
     for (; g < total; g += kP) static_one<T, PAIRS, INTERLEAVE, ROT>(k, g - hq, ck, cs, sn);
   }
@@ -472,14 +436,13 @@ inline bool in_place(const Heads& hs) {
 
 template <typename T, int PAIRS, bool INTERLEAVE, int ROT>
 cudaError_t launch_static(const Params& p, cudaStream_t stream) {
-  constexpr bool kPaired = EMBER_ROPE_STATIC == 2;
   const dim3 grid(static_cast<unsigned>(p.tokens)), block(kMaxThreads);
   if (in_place(p.q) && in_place(p.k)) {
-    return launch_kernel<rope_static_kernel<T, PAIRS, INTERLEAVE, ROT, true, kPaired>>(
+    return launch_kernel<rope_static_kernel<T, PAIRS, INTERLEAVE, ROT, true>>(
         grid, block, 0, stream, p.pdl, p.device, p);
   }
-  return launch_kernel<rope_static_kernel<T, PAIRS, INTERLEAVE, ROT, false, kPaired>>(
-      grid, block, 0, stream, p.pdl, p.device, p);
+  return launch_kernel<rope_static_kernel<T, PAIRS, INTERLEAVE, ROT, false>>(grid, block, 0, stream,
+                                                                             p.pdl, p.device, p);
 }
 
 template <typename T, int PAIRS, bool INTERLEAVE>

@@ -66,9 +66,7 @@ template <typename T, bool VEC, typename F>
 __device__ __forceinline__ void load_chunk(const T* in, int n, float* dst, F&& f) {
   if constexpr (VEC) {
     constexpr int kE = 16 / static_cast<int>(sizeof(T));
-    struct alignas(16) Pack {
-      T v[kE];
-    };
+    using Pack = Vec<T, kE>;
     const Pack* src = reinterpret_cast<const Pack*>(in);
     const int packs = n / kE;
     auto put = [&](int i, const Pack& x) {
@@ -258,9 +256,7 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
   namespace cg = cooperative_groups;
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
   constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
-  struct alignas(16) Pack {
-    T v[kE];
-  };
+  using Pack = Vec<T, kE>;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 4 exchange slots
   __shared__ float scratch[kSoftmaxThreads / 32];
@@ -345,9 +341,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     softmax_bulk_kernel(SoftmaxParams p, int stages, int stage_bytes) {
   namespace cg = cooperative_groups;
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  struct alignas(16) Pack {
-    T v[kE];
-  };
+  using Pack = Vec<T, kE>;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(128) unsigned char ring[];  // [stages][stage_bytes], 4 slots
   __shared__ uint64_t full[kBulkMaxStages];               // buffer s holds its next row
@@ -1090,74 +1084,48 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
 }
 
-// Clusters of softmax_persistent_kernel<T, C> that fit the device at once for a chunk (0: none, or
-// the query failed), asked once per device and chunk size.
-template <typename T, int C = kSoftmaxCluster>
-int persistent_clusters(const SoftmaxParams& p, size_t smem) {
+// Clusters of `Kernel` (C CTAs of kSoftmaxThreads, `smem` bytes of dynamic shared memory each)
+// that fit the device at once (0: none, or the query failed), asked once per device and `key`
+// (the chunk size, which sets `smem`).
+template <auto Kernel, int C>
+int resident_clusters(int device, int key, size_t smem) {
   constexpr int kMaxDevices = 64;
-  static int chunk_of[kMaxDevices] = {};
+  static int key_of[kMaxDevices] = {};
   static int clusters_of[kMaxDevices] = {};
-  if (p.device < 0 || p.device >= kMaxDevices) return 0;
-  if (chunk_of[p.device] == p.chunk) return clusters_of[p.device];
-  constexpr auto kernel = softmax_persistent_kernel<T, C>;
+  if (device < 0 || device >= kMaxDevices) return 0;
+  if (key_of[device] == key) return clusters_of[device];
   int clusters = 0;
-  if (allow_dynamic_smem<kernel>(smem) == cudaSuccess) {
+  if (allow_dynamic_smem<Kernel>(smem) == cudaSuccess) {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(C * 64);
     config.blockDim = dim3(kSoftmaxThreads);
     config.dynamicSmemBytes = smem;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, Kernel, &config) != cudaSuccess) clusters = 0;
   }
   cudaGetLastError();  // a failed query leaves no sticky error; the caller falls back
-  chunk_of[p.device] = p.chunk;
-  clusters_of[p.device] = clusters;
+  key_of[device] = key;
+  clusters_of[device] = clusters;
   return clusters;
 }
 
-// softmax_bulk_kernel<T>'s ring for a chunk: buffers of stage_bytes, as many as the budget holds
-// (at most kBulkMaxStages; fewer than 2 overlap nothing: 0), and the clusters of it that fit the
-// device at once (0: none, or the query failed), asked once per device and chunk size.
-struct BulkPlan {
-  int stages = 0;
-  int stage_bytes = 0;
-  int clusters = 0;
-  size_t smem = 0;
-};
-template <typename T>
-BulkPlan bulk_plan(const SoftmaxParams& p) {
-  constexpr int kMaxDevices = 64;
-  static int chunk_of[kMaxDevices] = {};
-  static BulkPlan plan_of[kMaxDevices] = {};
-  BulkPlan plan;
-  if (p.device < 0 || p.device >= kMaxDevices) return plan;
-  if (chunk_of[p.device] == p.chunk) return plan_of[p.device];
-  plan.stage_bytes = (p.chunk * static_cast<int>(sizeof(T)) + 127) / 128 * 128;
-  plan.stages = min(kBulkMaxStages, kBulkSmemBudget / plan.stage_bytes);
-  if (plan.stages >= 2) {
-    plan.smem = static_cast<size_t>(plan.stages) * plan.stage_bytes + 4 * sizeof(float);
-    constexpr auto kernel = softmax_bulk_kernel<T>;
-    if (allow_dynamic_smem<kernel>(plan.smem) == cudaSuccess) {
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(kSoftmaxCluster * 64);
-      config.blockDim = dim3(kSoftmaxThreads);
-      config.dynamicSmemBytes = plan.smem;
-      if (cudaOccupancyMaxActiveClusters(&plan.clusters, kernel, &config) != cudaSuccess) {
-        plan.clusters = 0;
-      }
-    }
-    cudaGetLastError();  // a failed query leaves no sticky error; the caller falls back
-  }
-  chunk_of[p.device] = p.chunk;
-  plan_of[p.device] = plan;
-  return plan;
+// softmax_persistent_kernel<T, C> over rows in chunks of p.chunk, when that is more rows than its
+// clusters hold at once; false: not launched (fewer rows, or the occupancy query failed).
+template <typename T, int C>
+bool launch_persistent(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
+  constexpr auto kernel = softmax_persistent_kernel<T, C>;
+  const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
+  const int clusters = resident_clusters<kernel, C>(p.device, p.chunk, smem);
+  if (clusters <= 0 || p.rows <= clusters) return false;
+  err = launch_kernel<kernel>(dim3(static_cast<unsigned>(clusters * C)), dim3(kSoftmaxThreads),
+                              smem, stream, p.pdl, p.device, p);
+  return true;
 }
 
 #ifndef EMBER_SOFTMAX_NARROW
 #define EMBER_SOFTMAX_NARROW 0  // NOTE: 1 = clusters of 2 or 4 for rows of 16 385-65 536 (A/B)
 #endif
-// softmax_persistent_kernel<T, C> over rows split in C chunks instead of kSoftmaxCluster, when
-// that is more rows than its clusters hold at once; false: not launched (not its shape, or the
-// occupancy query failed). NOTE: an 8-CTA cluster for a 32 000-element row gives 16 KB chunks:
+// EMBER_SOFTMAX_NARROW: softmax_persistent_kernel<T, C> over rows split in C = 2 or 4 chunks
+// instead of kSoftmaxCluster. NOTE: an 8-CTA cluster for a 32 000-element row gives 16 KB chunks:
 // 512 x 32 000 fp32 ran ~8 lockstep waves of 4 096 CTAs, each wave with its cluster barriers, at
 // 0.67x torch.compile (session 9); 2 CTAs of 16 000 elements keep a chunk the persistent
 // kernel's size at 128 256, where it runs at 3.1 TB/s. Unmeasured.
@@ -1165,47 +1133,41 @@ template <typename T, int C>
 bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
   SoftmaxParams q = p;
   q.chunk = static_cast<int>((p.vocab + C - 1) / C + 7) / 8 * 8;
-  if (q.chunk > kPersistentMaxChunk) return false;
-  const size_t smem = (static_cast<size_t>(q.chunk) + 4) * sizeof(float);
-  const int clusters = persistent_clusters<T, C>(q, smem);
-  if (clusters <= 0 || q.rows <= clusters) return false;
-  err = launch_kernel<softmax_persistent_kernel<T, C>>(dim3(static_cast<unsigned>(clusters * C)),
-                                                       dim3(kSoftmaxThreads), smem, stream, q.pdl,
-                                                       q.device, q);
-  return true;
+  return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
 }
 
 template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
+  cudaError_t err = cudaSuccess;
   if constexpr (EMBER_SOFTMAX_NARROW != 0) {
-    if (p.vec && p.vocab > kPersistentMaxChunk && p.vocab <= 4 * kPersistentMaxChunk) {
-      cudaError_t err = cudaSuccess;
-      if (p.vocab <= 2 * kPersistentMaxChunk ? launch_narrow<T, 2>(p, stream, err)
-                                             : launch_narrow<T, 4>(p, stream, err)) {
-        return err;
-      }
+    if (p.vec && p.vocab > kPersistentMaxChunk && p.vocab <= 4 * kPersistentMaxChunk &&
+        (p.vocab <= 2 * kPersistentMaxChunk ? launch_narrow<T, 2>(p, stream, err)
+                                            : launch_narrow<T, 4>(p, stream, err))) {
+      return err;
     }
   }
   if (EMBER_SOFTMAX_BULK && p.vec && p.out_vec) {
-    const BulkPlan plan = bulk_plan<T>(p);
-    if (plan.clusters > 0) {
-      const int64_t clusters = p.rows < plan.clusters ? p.rows : plan.clusters;
-      return launch_kernel<softmax_bulk_kernel<T>>(
-          dim3(static_cast<unsigned>(clusters * kSoftmaxCluster)), dim3(kSoftmaxThreads), plan.smem,
-          stream, p.pdl, p.device, p, plan.stages, plan.stage_bytes);
+    // softmax_bulk_kernel's ring: buffers of a chunk each (128-byte aligned), as many as the
+    // budget holds up to kBulkMaxStages; fewer than 2 would overlap nothing
+    const int stage_bytes = (p.chunk * static_cast<int>(sizeof(T)) + 127) / 128 * 128;
+    const int stages = min(kBulkMaxStages, kBulkSmemBudget / stage_bytes);
+    const size_t smem = static_cast<size_t>(stages) * stage_bytes + 4 * sizeof(float);
+    constexpr auto kernel = softmax_bulk_kernel<T>;
+    const int clusters =
+        stages >= 2 ? resident_clusters<kernel, kSoftmaxCluster>(p.device, p.chunk, smem) : 0;
+    if (clusters > 0) {
+      const int64_t grid = p.rows < clusters ? p.rows : clusters;
+      return launch_kernel<kernel>(dim3(static_cast<unsigned>(grid * kSoftmaxCluster)),
+                                   dim3(kSoftmaxThreads), smem, stream, p.pdl, p.device, p, stages,
+                                   stage_bytes);
     }
+  }
+  if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
+      p.chunk <= kPersistentMaxChunk && launch_persistent<T, kSoftmaxCluster>(p, stream, err)) {
+    return err;
   }
   const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
-  if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
-      p.chunk <= kPersistentMaxChunk) {
-    const int clusters = persistent_clusters<T>(p, smem);
-    if (clusters > 0 && p.rows > clusters) {
-      return launch_kernel<softmax_persistent_kernel<T>>(
-          dim3(static_cast<unsigned>(clusters * kSoftmaxCluster)), dim3(kSoftmaxThreads), smem,
-          stream, p.pdl, p.device, p);
-    }
-  }
   const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
   if (p.vec) {
     return launch_kernel<softmax_kernel<T, true>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
