@@ -38,11 +38,11 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: act_spec("bf16"), ("EMBER_ACT_MUFU=0", "EMBER_ACT_FLAT=0")),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=0",)),
-    (paged_spec, ("EMBER_MERGE_VEC=1",)),
+    (paged_spec, ("EMBER_MERGE_VEC=0",)),
+    (paged_spec, ("EMBER_MERGE_PAIRS=2", "EMBER_MERGE_BATCH=2")),
     (
         lambda: sampling_spec("fp32"),
         (
-            "EMBER_SOFTMAX_BULK=1",
             "EMBER_SOFTMAX_PERSISTENT=0",
             "EMBER_SOFTMAX_ONLINE=0",
             "EMBER_FILTER_COMPACT=0",
@@ -57,7 +57,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
             "EMBER_FILTER_RELATIVE=0",
             "EMBER_FILTER_LEAN0=0",
             "EMBER_FILTER_SPLIT0=1",
-            "EMBER_SOFTMAX_NARROW=1",
+            "EMBER_SOFTMAX_NARROW=0",
         ),
     ),
     (

@@ -64,8 +64,9 @@ def test_many_more_rows_than_resident_clusters(dtype):
 @pytest.mark.parametrize("vocab", [32000, 49152])
 def test_many_rows_of_a_mid_size_vocabulary(dtype, vocab):
     # 600 rows: more than the clusters of 2 (32 000) or 4 (49 152) CTAs that fit at once, the
-    # shape -DEMBER_SOFTMAX_NARROW=1 sends to softmax_persistent_kernel<T, 2 or 4> (the default
-    # build runs softmax_kernel); per-row temperatures, -inf logits, a row of one finite logit
+    # shape EMBER_SOFTMAX_NARROW (the default) sends to softmax_persistent_kernel<T, 2 or 4>
+    # (-DEMBER_SOFTMAX_NARROW=0 runs softmax_kernel); per-row temperatures, -inf logits, a row of
+    # one finite logit
     logits = (4 * torch.randn(600, vocab, device="cuda")).to(dtype)
     logits[::5, :700] = float("-inf")
     logits[9, :] = float("-inf")

@@ -233,3 +233,10 @@ def test_import_warns_for_a_diagnostic_knob() -> None:
     diag = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert diag.returncode == 0
     assert "DiagnosticKnobWarning: EMBER_DISABLE_CACHE=True is a diagnostic control" in diag.stderr
+
+
+def test_the_callers_switch_flags_stay_out_of_the_machinery_tests() -> None:
+    """EMBER_EXTRA_CUDA_FLAGS reaches only tests/ops (tests/conftest.py): a run under a switch
+    (``EMBER_EXTRA_CUDA_FLAGS=-DEMBER_X=1 pytest tests``) leaves these tests a clean knob."""
+    assert "EMBER_EXTRA_CUDA_FLAGS" not in os.environ
+    assert knobs.extra_cuda_flags == ()

@@ -17,7 +17,6 @@
 
 #include <cstdint>
 
-#include "ember/bulk.cuh"
 #include "ember/dtype.cuh"
 #include "ember/launch.cuh"
 #include "ember/sampling.h"
@@ -314,103 +313,6 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
       // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
       store_probs(out, row_smem, n, 0.f,
                   exp_and_normalizer<C>(cluster, row_smem, n, st.m, exchange, scratch));
-    }
-  }
-  cluster.sync();  // no CTA leaves while another still reads its exchange slots
-  pdl_launch_dependents();
-}
-
-#ifndef EMBER_SOFTMAX_BULK
-#define EMBER_SOFTMAX_BULK 0  // NOTE: 1 = softmax_bulk_kernel where it fits (A/B; lost 2x)
-#endif
-// Shared memory softmax_bulk_kernel gives its row buffers (of the 227 KB a CTA may have), and the
-// most buffers it keeps.
-constexpr int kBulkSmemBudget = 200 << 10;
-constexpr int kBulkMaxStages = 8;
-
-// Softmax over rows whose chunks the TMA unit copies into a ring of `stages` buffers a CTA (one
-// CTA an SM, as many clusters as fit at once, each looping over rows r, r + clusters, ...): while
-// a CTA reduces and stores one row, the next stages - 1 rows' chunks are landing, so memory never
-// waits on a reduction (softmax_kernel runs its load, reduce and store phases in lockstep; the
-// persistent kernel's register prefetch caps it at 2 CTAs an SM and one row ahead). The buffers
-// hold the logits as they are (T); a row takes two passes over its buffer: the online maximum and
-// sum, then the probabilities, written straight from registers. 128 rows over 16 clusters of 8
-// SMs: 8 rows each, no tail wave.
-template <typename T>
-__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
-    softmax_bulk_kernel(SoftmaxParams p, int stages, int stage_bytes) {
-  namespace cg = cooperative_groups;
-  constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  using Pack = Vec<T, kE>;
-  cg::cluster_group cluster = cg::this_cluster();
-  extern __shared__ __align__(128) unsigned char ring[];  // [stages][stage_bytes], 4 slots
-  __shared__ uint64_t full[kBulkMaxStages];               // buffer s holds its next row
-  __shared__ float scratch[kSoftmaxThreads / 32];
-  float* exchange = reinterpret_cast<float*>(ring + static_cast<size_t>(stages) * stage_bytes);
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t clusters = gridDim.x / kSoftmaxCluster;
-  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int n = chunk_length(p.vocab, p.chunk, begin);
-  const int packs = n / kE;  // the vector path: n is a multiple of kE
-  const uint32_t bytes = static_cast<uint32_t>(n) * sizeof(T);
-  const int t = static_cast<int>(threadIdx.x);
-  const T* logits = static_cast<const T*>(p.logits) + begin;
-  // Thread 0 fills buffer s with `row` (a CTA past the row's end expects 0 bytes: the phase
-  // completes on the arrival alone).
-  auto fill = [&](int s, int64_t row) {
-    mbar_expect_tx(&full[s], bytes);
-    if (bytes != 0u)
-      bulk_load(ring + s * stage_bytes, logits + row * p.logits_row_stride, bytes, &full[s]);
-  };
-  const int64_t first = blockIdx.x / kSoftmaxCluster;
-  if (t == 0) {
-    for (int s = 0; s < stages; ++s) mbar_init(&full[s]);
-    mbar_init_fence();
-  }
-  __syncthreads();
-  pdl_wait();
-  if (t == 0) {
-    for (int s = 0; s < stages && first + s * clusters < p.rows; ++s) fill(s, first + s * clusters);
-  }
-  int s = 0;
-  uint32_t parity = 0;
-  for (int64_t row = first, iter = 0; row < p.rows; row += clusters, ++iter) {
-    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
-    const float scale = kLog2e / t_row;
-    const Pack* buf = reinterpret_cast<const Pack*>(ring + s * stage_bytes);
-    mbar_wait(&full[s], parity);
-    RowStats<true> st;
-#pragma unroll 4
-    for (int i = t; i < packs; i += kSoftmaxThreads) {
-      const Pack x = buf[i];
-#pragma unroll
-      for (int j = 0; j < kE; ++j) st.add(to_float(x.v[j]) * scale);
-    }
-    // NOTE: one cluster barrier a row, so the slots alternate (as in softmax_persistent_kernel)
-    const float2 nz =
-        online_normalizer<kSoftmaxCluster>(cluster, st, exchange + 2 * (iter & 1), scratch);
-    float* out = p.probs + row * p.probs_row_stride + begin;
-#pragma unroll 4
-    for (int i = t; i < packs; i += kSoftmaxThreads) {
-      const Pack x = buf[i];
-#pragma unroll
-      for (int j = 0; j < kE; j += 4) {
-        float4 y;
-        y.x = exp2_approx(to_float(x.v[j]) * scale - nz.x) * nz.y;
-        y.y = exp2_approx(to_float(x.v[j + 1]) * scale - nz.x) * nz.y;
-        y.z = exp2_approx(to_float(x.v[j + 2]) * scale - nz.x) * nz.y;
-        y.w = exp2_approx(to_float(x.v[j + 3]) * scale - nz.x) * nz.y;
-        *reinterpret_cast<float4*>(out + i * kE + j) = y;
-      }
-    }
-    __syncthreads();  // every thread's reads of buffer s are done
-    if (t == 0 && row + stages * clusters < p.rows) {
-      fence_async_shared();  // those reads before the copy that overwrites them
-      fill(s, row + stages * clusters);
-    }
-    if (++s == stages) {
-      s = 0;
-      parity ^= 1u;
     }
   }
   cluster.sync();  // no CTA leaves while another still reads its exchange slots
@@ -1121,14 +1023,14 @@ bool launch_persistent(const SoftmaxParams& p, cudaStream_t stream, cudaError_t&
   return true;
 }
 
-#ifndef EMBER_SOFTMAX_NARROW
-#define EMBER_SOFTMAX_NARROW 0  // NOTE: 1 = clusters of 2 or 4 for rows of 16 385-65 536 (A/B)
-#endif
 // EMBER_SOFTMAX_NARROW: softmax_persistent_kernel<T, C> over rows split in C = 2 or 4 chunks
-// instead of kSoftmaxCluster. NOTE: an 8-CTA cluster for a 32 000-element row gives 16 KB chunks:
-// 512 x 32 000 fp32 ran ~8 lockstep waves of 4 096 CTAs, each wave with its cluster barriers, at
-// 0.67x torch.compile (session 9); 2 CTAs of 16 000 elements keep a chunk the persistent
-// kernel's size at 128 256, where it runs at 3.1 TB/s. Unmeasured.
+// instead of kSoftmaxCluster. NOTE: an 8-CTA cluster for a 32 000-element row gives 4 000-element
+// chunks: 512 x 32 000 fp32 ran ~8 lockstep waves of 4 096 CTAs, each with cluster barriers, at
+// 0.67x torch.compile (session 9). 2 CTAs of 16 000 elements: 38.30 against 73.41 us
+// (torch.compile 49.28); 256 x 49 152, 4 CTAs: 33.09 against 46.37 (session 10, same run).
+#ifndef EMBER_SOFTMAX_NARROW
+#define EMBER_SOFTMAX_NARROW 1  // NOTE: 0 = 8-CTA clusters for these rows too (A/B)
+#endif
 template <typename T, int C>
 bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
   SoftmaxParams q = p;
@@ -1145,22 +1047,6 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
         (p.vocab <= 2 * kPersistentMaxChunk ? launch_narrow<T, 2>(p, stream, err)
                                             : launch_narrow<T, 4>(p, stream, err))) {
       return err;
-    }
-  }
-  if (EMBER_SOFTMAX_BULK && p.vec && p.out_vec) {
-    // softmax_bulk_kernel's ring: buffers of a chunk each (128-byte aligned), as many as the
-    // budget holds up to kBulkMaxStages; fewer than 2 would overlap nothing
-    const int stage_bytes = (p.chunk * static_cast<int>(sizeof(T)) + 127) / 128 * 128;
-    const int stages = min(kBulkMaxStages, kBulkSmemBudget / stage_bytes);
-    const size_t smem = static_cast<size_t>(stages) * stage_bytes + 4 * sizeof(float);
-    constexpr auto kernel = softmax_bulk_kernel<T>;
-    const int clusters =
-        stages >= 2 ? resident_clusters<kernel, kSoftmaxCluster>(p.device, p.chunk, smem) : 0;
-    if (clusters > 0) {
-      const int64_t grid = p.rows < clusters ? p.rows : clusters;
-      return launch_kernel<kernel>(dim3(static_cast<unsigned>(grid * kSoftmaxCluster)),
-                                   dim3(kSoftmaxThreads), smem, stream, p.pdl, p.device, p, stages,
-                                   stage_bytes);
     }
   }
   if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&

@@ -18,9 +18,8 @@ struct SoftmaxParams {
   float scalar_temperature;
   int64_t rows;
   int64_t vocab;
-  int chunk;     // elements of a row per CTA of its cluster (a multiple of 8)
-  bool vec;      // 16-byte loads of the logits (aligned rows)
-  bool out_vec;  // 16-byte stores of the probabilities (aligned rows)
+  int chunk;  // elements of a row per CTA of its cluster (a multiple of 8)
+  bool vec;   // 16-byte loads of the logits (aligned rows)
   bool pdl;
   int device;
 };
