@@ -39,7 +39,6 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=0",)),
     (paged_spec, ("EMBER_MERGE_VEC=0",)),
-    (paged_spec, ("EMBER_MERGE_PAIRS=2", "EMBER_MERGE_BATCH=2")),
     (
         lambda: sampling_spec("fp32"),
         (

@@ -274,10 +274,13 @@ def test_fp8_kv_matches_reference(head_dim, qo_heads, q_dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize(("states", "dim"), [(3, 128), (40, 64), (2, 100), (3, 300)])
+@pytest.mark.parametrize(
+    ("states", "dim"), [(1, 64), (2, 128), (3, 128), (5, 128), (40, 64), (2, 100), (3, 300)]
+)
 def test_merge_states_matches_the_math(dtype, states, dim):
-    # dims up to 256 in registers (100: a partial last lane slice), 300 the strided path;
-    # 40 states: more than a warp's lanes in the max/sum reduction
+    # merge_states_vec_kernel on aligned dims: 1-2 states in its two-state form, 3, 5 and 40 in
+    # batches of four (a partial last batch); dim 100 (not whole 16-byte packs) and 300 (over
+    # 32 packs) take merge_states_kernel: a partial last lane slice, the strided path
     from ember import merge_states
 
     v = torch.randn(5, states, 4, dim, device="cuda").to(dtype)

@@ -174,103 +174,69 @@ __global__ void __launch_bounds__(kMergeWarps * 32) merge_states_kernel(MergePar
 // threads a (row, head), one pack a thread, so a warp covers 32 / 2^shift pairs and none of its
 // lanes idles on a short row (dim 128 bf16: 16 threads a pair). Each thread folds the states in
 // by itself (online max and sum over the LSEs, which its group loads as one broadcast), with no
-// shuffles: four states' LSEs and packs are in flight before any is used. 4096 x 2 x 32 x 128
-// bf16: 37.47 us against merge_states_kernel's 81.95 (FlashInfer 28.58; session 10, same run).
+// shuffles: BATCH states' LSEs and packs are in flight before any is used. Index math in 32 bits
+// (the launcher keeps the thread count below 2^31).
+// NOTE: BATCH sets the registers, so the threads an SM: 4 takes 64 (4 CTAs an SM; ncu: issue
+// slots 75 % busy, DRAM 52 %), 2 takes 39 (6 CTAs). 4096 x 2 x 32 x 128 bf16: 37.02 us with 4,
+// 29.63 with 2 (FlashInfer 28.99); 64 x 16 states: 6.59 with 4, 7.65 with 2 (session 10, one run;
+// merge_states_kernel, a warp a pair: 81.95 / 15.78 in session 10's first run). Two pairs a
+// thread lost: 35.33 / 10.56 with 4, 31.04 / 13.02 with 2.
 constexpr int kMergeVecThreads = 256;
-// EMBER_MERGE_BATCH: the states whose loads are in flight a thread, over its PAIRS pairs (4: 64
-// registers, 4 CTAs an SM; 2: 39 and 6)
-#ifndef EMBER_MERGE_BATCH
-#define EMBER_MERGE_BATCH 4  // NOTE: 2 = fewer registers, more threads an SM (A/B)
-#endif
-constexpr int kMergeBatch = EMBER_MERGE_BATCH;
 
-#ifndef EMBER_MERGE_PAIRS
-#define EMBER_MERGE_PAIRS 1  // NOTE: 2 = two (row, head) pairs a thread, all loads first (A/B)
-#endif
-
-// PAIRS pairs a thread, `stride` groups apart (so each warp's accesses stay coalesced), their
-// loads all issued before any is used; index math in 32 bits (the launcher keeps the thread
-// count below 2^31).
-template <typename T, int PAIRS>
-__global__ void __launch_bounds__(kMergeVecThreads)
-    merge_states_vec_kernel(MergeParams p, int shift, unsigned stride) {
+template <typename T, int BATCH>
+__global__ void __launch_bounds__(kMergeVecThreads, BATCH == 2 ? 6 : 4)
+    merge_states_vec_kernel(MergeParams p, int shift) {
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  constexpr int kB = kMergeBatch / PAIRS;
   using Pack = Vec<T, kE>;
   const unsigned tid = blockIdx.x * kMergeVecThreads + threadIdx.x;
-  const unsigned pairs = static_cast<unsigned>(p.rows) * static_cast<unsigned>(p.heads);
+  const unsigned pair = tid >> shift;
   const int j = static_cast<int>(tid & ((1u << shift) - 1));
-  const bool lane_used = j * kE < p.dim;
-  const float* s[PAIRS];
-  const T* v[PAIRS];
-  bool live[PAIRS];
+  if (pair >= static_cast<unsigned>(p.rows) * static_cast<unsigned>(p.heads)) return;
+  const unsigned row = pair / static_cast<unsigned>(p.heads);
+  const unsigned h = pair - row * static_cast<unsigned>(p.heads);
+  const bool mine = j * kE < p.dim;
+  const float* __restrict__ s = p.s + row * p.s_stride_row + h;
+  const T* __restrict__ v =
+      static_cast<const T*>(p.v) + row * p.v_stride_row + h * p.v_stride_head + j * kE;
+  float m = -INFINITY, sum = 0.f, acc[kE];
 #pragma unroll
-  for (int q = 0; q < PAIRS; ++q) {
-    const unsigned pair = (tid >> shift) + q * stride;
-    live[q] = pair < pairs;
-    const unsigned row = live[q] ? pair / static_cast<unsigned>(p.heads) : 0u;
-    const unsigned h = live[q] ? pair - row * static_cast<unsigned>(p.heads) : 0u;
-    s[q] = p.s + row * p.s_stride_row + h;
-    v[q] = static_cast<const T*>(p.v) + row * p.v_stride_row + h * p.v_stride_head + j * kE;
-  }
-  float m[PAIRS], sum[PAIRS], acc[PAIRS][kE];
+  for (int k = 0; k < kE; ++k) acc[k] = 0.f;
+  for (int first = 0; first < p.states; first += BATCH) {
+    float lse[BATCH];
+    Pack x[BATCH];
 #pragma unroll
-  for (int q = 0; q < PAIRS; ++q) {
-    m[q] = -INFINITY;
-    sum[q] = 0.f;
-#pragma unroll
-    for (int k = 0; k < kE; ++k) acc[q][k] = 0.f;
-  }
-  for (int first = 0; first < p.states; first += kB) {
-    float lse[PAIRS][kB];
-    Pack x[PAIRS][kB];
-#pragma unroll
-    for (int q = 0; q < PAIRS; ++q) {
-#pragma unroll
-      for (int u = 0; u < kB; ++u) {
-        const int i = first + u;
-        const bool in = live[q] && i < p.states;
-        lse[q][u] = in ? s[q][i * p.s_stride_state] : -INFINITY;
-        if (in && lane_used) x[q][u] = *reinterpret_cast<const Pack*>(v[q] + i * p.v_stride_state);
-      }
+    for (int u = 0; u < BATCH; ++u) {
+      const int i = first + u;
+      lse[u] = i < p.states ? s[i * p.s_stride_state] : -INFINITY;
+      if (i < p.states && mine) x[u] = *reinterpret_cast<const Pack*>(v + i * p.v_stride_state);
     }
 #pragma unroll
-    for (int q = 0; q < PAIRS; ++q) {
+    for (int u = 0; u < BATCH; ++u) {
+      if (lse[u] == -INFINITY) continue;  // an empty state, or past the last
+      if (lse[u] > m) {
+        const float c = __expf(m - lse[u]);  // 0 while m is -inf
+        sum *= c;
 #pragma unroll
-      for (int u = 0; u < kB; ++u) {
-        if (lse[q][u] == -INFINITY) continue;  // an empty state, or past the last
-        if (lse[q][u] > m[q]) {
-          const float c = __expf(m[q] - lse[q][u]);  // 0 while m is -inf
-          sum[q] *= c;
+        for (int k = 0; k < kE; ++k) acc[k] *= c;
+        m = lse[u];
+      }
+      const float w = __expf(lse[u] - m);
+      sum += w;
+      if (mine) {
 #pragma unroll
-          for (int k = 0; k < kE; ++k) acc[q][k] *= c;
-          m[q] = lse[q][u];
-        }
-        const float w = __expf(lse[q][u] - m[q]);
-        sum[q] += w;
-        if (lane_used) {
-#pragma unroll
-          for (int k = 0; k < kE; ++k) acc[q][k] += w * to_float(x[q][u].v[k]);
-        }
+        for (int k = 0; k < kE; ++k) acc[k] += w * to_float(x[u].v[k]);
       }
     }
   }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  if (mine) {
+    Pack y;
 #pragma unroll
-  for (int q = 0; q < PAIRS; ++q) {
-    if (!live[q]) continue;
-    const unsigned pair = (tid >> shift) + q * stride;
-    const float inv = sum[q] > 0.f ? 1.f / sum[q] : 0.f;
-    if (lane_used) {
-      const unsigned row = pair / static_cast<unsigned>(p.heads);
-      const unsigned h = pair - row * static_cast<unsigned>(p.heads);
-      Pack y;
-#pragma unroll
-      for (int k = 0; k < kE; ++k) y.v[k] = from_float<T>(acc[q][k] * inv);
-      T* out = static_cast<T*>(p.v_out) + row * p.o_stride_row + h * p.o_stride_head + j * kE;
-      *reinterpret_cast<Pack*>(out) = y;
-    }
-    if (j == 0) p.s_out[pair] = sum[q] > 0.f ? m[q] + logf(sum[q]) : -INFINITY;
+    for (int k = 0; k < kE; ++k) y.v[k] = from_float<T>(acc[k] * inv);
+    T* out = static_cast<T*>(p.v_out) + row * p.o_stride_row + h * p.o_stride_head + j * kE;
+    *reinterpret_cast<Pack*>(out) = y;
   }
+  if (j == 0) p.s_out[pair] = sum > 0.f ? m + logf(sum) : -INFINITY;
 }
 
 #ifndef EMBER_MERGE_VEC
@@ -284,14 +250,16 @@ cudaError_t merge_states(const MergeParams& p, cudaStream_t stream) {
   if (EMBER_MERGE_VEC && p.vec && p.dim % kE == 0 && p.dim <= 32 * kE) {
     int shift = 0;
     while ((1 << shift) * kE < p.dim) ++shift;
-    const int64_t groups = (p.rows * p.heads + EMBER_MERGE_PAIRS - 1) / EMBER_MERGE_PAIRS;
-    const int64_t blocks = ((groups << shift) + kMergeVecThreads - 1) / kMergeVecThreads;
+    const int64_t threads = (p.rows * p.heads) << shift;
+    const int64_t blocks = (threads + kMergeVecThreads - 1) / kMergeVecThreads;
     if (blocks * kMergeVecThreads < (int64_t{1} << 31)) {
-      // every pair below 2^31 too; stride: the groups of the grid, a thread's pairs that far apart
-      const unsigned stride = static_cast<unsigned>((blocks * kMergeVecThreads) >> shift);
-      return launch_kernel<merge_states_vec_kernel<T, EMBER_MERGE_PAIRS>>(
-          dim3(static_cast<unsigned>(blocks)), dim3(kMergeVecThreads), 0, stream, false, p.device,
-          p, shift, stride);
+      const dim3 grid(static_cast<unsigned>(blocks));
+      if (p.states <= 2) {  // the common split: two states in flight, fewer registers
+        return launch_kernel<merge_states_vec_kernel<T, 2>>(grid, dim3(kMergeVecThreads), 0, stream,
+                                                            false, p.device, p, shift);
+      }
+      return launch_kernel<merge_states_vec_kernel<T, 4>>(grid, dim3(kMergeVecThreads), 0, stream,
+                                                          false, p.device, p, shift);
     }
   }
   const int64_t blocks = (p.rows * p.heads + kMergeWarps - 1) / kMergeWarps;
