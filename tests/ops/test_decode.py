@@ -286,7 +286,7 @@ def test_merge_states_matches_the_math(dtype, states, dim):
     v = torch.randn(5, states, 4, dim, device="cuda").to(dtype)
     s = torch.randn(5, states, 4, device="cuda") * 4
     s[0, :, 0] = float("-inf")  # a row with no keys at all
-    s[1, 1, :] = float("-inf")  # one empty state
+    s[1, states - 1, :] = float("-inf")  # one empty state (the only one, with one state)
     out = torch.full((5, 4, dim), float("nan"), device="cuda", dtype=dtype)
     got, lse = merge_states(v, s, out=out)
     want_lse = torch.logsumexp(s.double(), dim=1)
