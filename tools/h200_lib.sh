@@ -4,6 +4,10 @@
 #   bench TAG LIMIT ROUTINE ARGS...   one harness call, rows appended to $OUT/bench.jsonl
 #   tests TAG LIMIT PYTEST_ARGS...    a pytest run, the summary and failures printed
 # (EMBER_EXTRA_CUDA_FLAGS, when set, builds a switch's alternative for both.)
+# EMBER_BENCH_COMMIT: pass the hash literally, from this machine's `git rev-parse --short HEAD`
+# (`EMBER_BENCH_COMMIT=abc1234 bash tools/h200_nextN.sh`). NOTE: in session 10 the device
+# copy's git metadata stayed at the session's first commit, so `$(git rev-parse ...)` run there
+# labelled two later runs' rows with it (corrected by hand in h200-2026-12-03-s10{b,c}.jsonl).
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws

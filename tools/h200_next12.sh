@@ -12,7 +12,7 @@
 #   - silu_and_mul at 8192 x 2*14336 against torch.compile (0.995x in session 7, not rerun);
 #   - Nsight Compute: the persistent softmax's grid at 128 x 128 256 (how many 8-CTA clusters
 #     fit: 33 would be 2 CTAs on every SM) and merge_states_vec_kernel's occupancy and DRAM.
-#   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next12.sh
+#   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next12.sh
 source tools/h200_lib.sh  # wheels, environment, bench, tests
 python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
 EMBER_EXTRA_CUDA_FLAGS=-DEMBER_MERGE_BATCH=2 tests switch_env 30 tests/ops/test_switch_env.py tests/unit/test_config.py -k "switch_flags or scrub"

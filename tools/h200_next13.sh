@@ -4,7 +4,7 @@
 # 1-2 states, 40 registers and 6 CTAs an SM; four for more, 64 and 4): the merge tests (new
 # cases for 1, 2 and 5 states), then the harness against FlashInfer and against
 # -DEMBER_MERGE_VEC=0 (merge_states_kernel) in the same run; then tools/cluster_probe.cu.
-#   EMBER_BENCH_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_next13.sh
+#   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next13.sh
 source tools/h200_lib.sh  # wheels, environment, bench, tests
 python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
 tests merge 60 tests/ops/test_decode.py -k merge
