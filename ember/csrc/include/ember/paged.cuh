@@ -177,10 +177,11 @@ __global__ void __launch_bounds__(kMergeWarps * 32) merge_states_kernel(MergePar
 // shuffles: BATCH states' LSEs and packs are in flight before any is used. Index math in 32 bits
 // (the launcher keeps the thread count below 2^31).
 // NOTE: BATCH sets the registers, so the threads an SM: 4 takes 64 (4 CTAs an SM; ncu: issue
-// slots 75 % busy, DRAM 52 %), 2 takes 39 (6 CTAs). 4096 x 2 x 32 x 128 bf16: 37.02 us with 4,
-// 29.63 with 2 (FlashInfer 28.99); 64 x 16 states: 6.59 with 4, 7.65 with 2 (session 10, one run;
-// merge_states_kernel, a warp a pair: 81.95 / 15.78 in session 10's first run). Two pairs a
-// thread lost: 35.33 / 10.56 with 4, 31.04 / 13.02 with 2.
+// slots 75 % busy, DRAM 52 %), 2 takes 40 (6 CTAs; 8 would need 32 and spill). One build each:
+// 4096 x 2 x 32 x 128 bf16 37.02 us with 4, 29.63 with 2 (FlashInfer 28.99); 64 x 16 states
+// 6.59 with 4, 7.65 with 2. With the state count picking (dd957f0): 28.90 (FlashInfer 28.90) and
+// 6.50 (9.06); merge_states_kernel, a warp a pair, 83.42 / 16.26 in that run. Two pairs a thread
+// lost: 35.33 / 10.56 with 4, 31.04 / 13.02 with 2 (session 10, notes/decode.md).
 constexpr int kMergeVecThreads = 256;
 
 template <typename T, int BATCH>
