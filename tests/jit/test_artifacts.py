@@ -184,7 +184,7 @@ def _synthetic_repo(root: Path, n: int) -> Path:
 def test_parallel_downloads_never_exceed_the_worker_limit(
     tmp_path: Path, workers: int | None
 ) -> None:
-    """The server counts connections at once: at most EMBER_DOWNLOAD_WORKERS (default 4), and
+    """The server counts requests at once: at most EMBER_DOWNLOAD_WORKERS (default 4), and
     the limit is actually used (R7.5). A terminal sees a progress bar."""
     repo = _synthetic_repo(tmp_path / "repo", 12)
     tty = io.StringIO()
