@@ -13,7 +13,7 @@
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
-echo "tree $(GIT_INDEX_FILE=$(mktemp -u) bash -c 'git add -A -- . ":(exclude).whl" ":(exclude).snap" && git write-tree' 2>/dev/null)" | tee $OUT/tree.txt
+echo "tree $(GIT_INDEX_FILE=$(mktemp -u) bash -c 'git add -A -- . ":(exclude).whl" ":(exclude).snap"; git write-tree' 2>/dev/null)" | tee $OUT/tree.txt
 if [ "${SUITE:-0}" = 1 ]; then
   timeout 560 python3 -m pytest -q tests -p no:cacheprovider --durations=15 > $OUT/tests_all.txt 2>&1
   echo "rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)" $OUT/tests_all.txt | head -40
