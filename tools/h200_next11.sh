@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# (Ran in session 10; the switches it names that are gone: EMBER_SOFTMAX_BULK, EMBER_MERGE_BATCH,
-# EMBER_MERGE_PAIRS, removed in cf6ed91 / 195bf10 — check out its commit to rerun it.)
+# (Ran in session 10 at 58c8e6e; EMBER_SOFTMAX_BULK, which it profiles, was removed in cf6ed91,
+# and MERGE_VEC / SOFTMAX_NARROW are now on by default — check out 58c8e6e to rerun it.)
 # The next session's H200 calls (device tool, `.whl` carried; output under $OUT; timeout_s 600;
 # fire each as soon as the previous returns, while the machine is warm):
 #   (default)  merge_states' vector kernel (-DEMBER_MERGE_VEC=1, never run on a GPU yet): its GPU

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# (Ran in session 10; the switches it names that are gone: EMBER_SOFTMAX_BULK, EMBER_MERGE_BATCH,
-# EMBER_MERGE_PAIRS, removed in cf6ed91 / 195bf10 — check out its commit to rerun it.)
+# (Ran in session 10 at cf6ed91; EMBER_MERGE_BATCH and EMBER_MERGE_PAIRS, which it A/Bs, were
+# removed in 195bf10 — check out cf6ed91 to rerun it.)
 # Session 10's second H200 call (device tool, `.whl` carried; output under $OUT; timeout_s 600):
 #   - the switch flags now reach pytest (tests/conftest.py kept them out until session 10, so a
 #     GPU run "under a switch" tested the default kernels): test_switch_env.py under a flag;

@@ -2,7 +2,8 @@
 // renormalisation / masking under top-k, top-p and min-p filters. Framework-free (R3.1, R3.2).
 //
 // Every kernel here holds a row in the shared memory of one thread-block cluster of
-// kSoftmaxCluster CTAs, loaded once; the CTAs exchange partial results (maxima, sums, histograms)
+// kSoftmaxCluster CTAs (softmax over many aligned rows of 16 385-65 536: 2 or 4, see
+// EMBER_SOFTMAX_NARROW), loaded once; the CTAs exchange partial results (maxima, sums, histograms)
 // through distributed shared memory. Softmax: each CTA loads its chunk (as fp32, divided by the
 // row's temperature) while it gathers the chunk's maximum and its sum of exponentials against a
 // running maximum (the online form), and the cluster exchanges the CTAs' (max, sum) pairs once;
