@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The next session's H200 calls (device tool, `.whl` carried; output under $OUT; timeout_s 600):
+# Session 11's first H200 call (ran at 597adc2; EMBER_SOFTMAX_THIRD was removed after it lost,
+# so rerun it at that commit only). The calls (device tool, `.whl` carried; output under $OUT; timeout_s 600):
 #   (default)  the softmax persistent kernel at 3 CTAs an SM (-DEMBER_SOFTMAX_THIRD=1, written in
 #              session 10, unmeasured): its tests, then A/B against the default and torch.compile
 #              at 128 x 128 256 fp32 and bf16 (42.78 / 38.24 us now; predicted 38-40 / 34-36),

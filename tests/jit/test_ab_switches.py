@@ -48,7 +48,6 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
             "EMBER_FILTER_RELATIVE=0",
             "EMBER_FILTER_LEAN=0",
             "EMBER_FILTER_SPLIT0=2",
-            "EMBER_SOFTMAX_THIRD=1",
         ),
     ),
     (

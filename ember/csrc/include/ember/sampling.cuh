@@ -236,15 +236,6 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 #ifndef EMBER_SOFTMAX_PERSISTENT
 #define EMBER_SOFTMAX_PERSISTENT 1  // NOTE: 0 = softmax_kernel on every shape (A/B)
 #endif
-// EMBER_SOFTMAX_THIRD: the persistent kernel at 3 CTAs an SM, 40 registers: 3 held packs a thread
-// for fp32, 2 for 16-bit (4 and 4 spill ~100-280 B; these spill 16-24 B), the rest of a chunk
-// loaded at the top of its iteration. NOTE: at 2 CTAs an SM the H200 holds 30 clusters of 8 (GPC
-// quantisation, tools/cluster_probe.cu), so 128 rows of 128 256 take 5 rounds (42.78 us); at 3
-// it would hold 45 (the probe at 64 KB): 3 rounds. Unmeasured; predicted 42.8 -> 38-40 us fp32
-// (notes/act.md).
-#ifndef EMBER_SOFTMAX_THIRD
-#define EMBER_SOFTMAX_THIRD 0  // NOTE: 1 = 3 CTAs an SM, fewer held packs (A/B; unmeasured)
-#endif
 // The chunks softmax_persistent_kernel takes: from just above the largest chunk with which
 // softmax_kernel still fits 4 CTAs an SM (56 KB of shared memory each; below it the persistent
 // kernel's cap of 2 lost: 512 x 32 000 fp32, 77.98 against 72.10 us on the H200), up to a row of
@@ -259,19 +250,12 @@ constexpr int kPersistentMaxChunk = 16384;
 // and stores row r, the loads of its next row are in flight into registers, then go to shared
 // memory at the top of the next iteration. Registers cap it at 2 CTAs an SM; the grid is what
 // fits at once (cudaOccupancyMaxActiveClusters), so every cluster stays resident.
-//
-// PACKS (the packs of the next chunk a thread holds) and MINB (CTAs an SM) default to the whole
-// chunk and 2; EMBER_SOFTMAX_THIRD builds fewer packs and 3 CTAs an SM, the rest of the chunk
-// loaded at the top of its iteration.
-template <typename T, int C = kSoftmaxCluster,
-          int PACKS = kPersistentMaxChunk / (16 / static_cast<int>(sizeof(T))) / kSoftmaxThreads,
-          int MINB = 2>
-__global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, MINB)
+template <typename T, int C = kSoftmaxCluster>
+__global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
     softmax_persistent_kernel(SoftmaxParams p) {
   namespace cg = cooperative_groups;
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  constexpr int kPacks = PACKS;
-  constexpr bool kWhole = PACKS * kE * kSoftmaxThreads >= kPersistentMaxChunk;
+  constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
   using Pack = Vec<T, kE>;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 4 exchange slots
@@ -315,17 +299,6 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, MIN
           *reinterpret_cast<float4*>(row_smem + i * kE + j) =
               make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
         }
-      }
-    }
-    if constexpr (!kWhole) {  // the packs past the held ones, loaded now
-      constexpr int kHeld = PACKS * kE * kSoftmaxThreads;
-      if (n > kHeld) {
-        const T* src = static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin;
-        load_chunk<T, true>(src + kHeld, n - kHeld, row_smem + kHeld, [&](float x) {
-          x *= scale;
-          st.add(x);
-          return x;
-        });
       }
     }
     if (row + clusters < p.rows) issue(row + clusters);  // in flight while this row finishes
@@ -1040,9 +1013,9 @@ int resident_clusters(int device, int key, size_t smem) {
 
 // softmax_persistent_kernel<T, C> over rows in chunks of p.chunk, when that is more rows than its
 // clusters hold at once; false: not launched (fewer rows, or the occupancy query failed).
-template <typename T, int C, int... SHAPE>
+template <typename T, int C>
 bool launch_persistent(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-  constexpr auto kernel = softmax_persistent_kernel<T, C, SHAPE...>;
+  constexpr auto kernel = softmax_persistent_kernel<T, C>;
   const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
   const int clusters = resident_clusters<kernel, C>(p.device, p.chunk, smem);
   if (clusters <= 0 || p.rows <= clusters) return false;
@@ -1078,14 +1051,8 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
     }
   }
   if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
-      p.chunk <= kPersistentMaxChunk) {
-    if constexpr (EMBER_SOFTMAX_THIRD != 0) {
-      constexpr int kHeld = sizeof(T) == 4 ? 3 : 2;  // packs a thread holds at 40 registers
-      if (launch_persistent<T, kSoftmaxCluster, kHeld, 3>(p, stream, err)) {
-        return err;
-      }
-    }
-    if (launch_persistent<T, kSoftmaxCluster>(p, stream, err)) return err;
+      p.chunk <= kPersistentMaxChunk && launch_persistent<T, kSoftmaxCluster>(p, stream, err)) {
+    return err;
   }
   const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
