@@ -3,7 +3,8 @@ ember/csrc/include/ember/sampling.cuh; one CTA stands for the cluster), checked 
 kept-set reference (``ember.testing.reference.filter_threshold_ref``) on random rows: peaked and
 flat, zeros, ties, top-k/top-p/min-p combined, and the first pass's cut with its retry.
 
-    python tools/radix_emulate.py [--trials 300]   # prints the mismatches and retries seen
+    python tools/radix_emulate.py [--trials 300] [--relative] [--stream]
+    # prints the mismatches, retries and (--stream) the streaming kernel's fallbacks seen
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from ember.testing.reference import filter_threshold_ref
 
 RETRIES: list[int] = []
+STREAM_FALLBACKS: list[int] = []
 ABSOLUTE = (24, 16, 8, 0)  # digit shifts over the whole 32-bit key
 RELATIVE = (20, 12, 4, 0)  # over key - bound when the bound is the cut or above (< 2^28 keys)
 
@@ -36,6 +38,8 @@ class Query:
     want: int = 0
     ratio: float = 0.0
     relative: bool = False  # -DEMBER_FILTER_RELATIVE=1
+    row_mass: int = 0  # the row's fp64 sum in fixed point (the target's base when floor is 0)
+    candidates: bool = False  # filter_stream_kernel: v holds the candidates; below the cut: None
 
 
 def layout(qy: Query, bound: int) -> tuple[int, tuple[int, ...]]:
@@ -47,7 +51,7 @@ def layout(qy: Query, bound: int) -> tuple[int, tuple[int, ...]]:
     return 0, ABSOLUTE
 
 
-def select(v: np.ndarray, scale: np.float32, qy: Query) -> int:
+def select(v: np.ndarray, scale: np.float32, qy: Query) -> int | None:
     k = order_key(v)
     q = np.trunc(v * scale).astype(np.uint64) if qy.by_mass else np.ones_like(k)
     for attempt in range(2):
@@ -69,6 +73,8 @@ def select(v: np.ndarray, scale: np.float32, qy: Query) -> int:
             incl = list(itertools.accumulate(own))
             if level == 0 and qy.by_mass:
                 everything = incl[-1] + rest
+                if qy.floor == 0:
+                    everything = max(qy.row_mass, incl[-1])
                 goal = math.ceil(float(np.float32(qy.ratio)) * float(everything))
                 need = 1 if goal < 1 else min(goal, everything)
             pick = None
@@ -76,6 +82,8 @@ def select(v: np.ndarray, scale: np.float32, qy: Query) -> int:
                 if incl[t] >= need and incl[t] - own[t] < need and own[t] != 0:
                     pick = (255 - t, incl[t] == need, incl[t] - own[t])
             if pick is None:
+                if qy.candidates:
+                    return None
                 retry = True
                 RETRIES.append(1)
                 break
@@ -89,18 +97,46 @@ def select(v: np.ndarray, scale: np.float32, qy: Query) -> int:
 
 
 def threshold_key(
-    v: np.ndarray, top_k: int, top_p: float, min_p: float, relative: bool = False
+    v: np.ndarray, top_k: int, top_p: float, min_p: float, relative: bool = False,
+    stream: np.random.Generator | None = None,
 ) -> int:
+    """The kept set's key (keep ``order_key(v) >= it``). ``stream``: model filter_stream_kernel
+    first (the select over the candidates only: every value at or above the cut and, as the
+    running cut admits them, some below it), falling back to the whole row as it does."""
     m = np.float32(v.max())
     if not m > 0:
         return 0
     scale = np.float32(np.float32(2.0**40) / m)
-    cut = int(order_key(np.array([m * np.float32(1.52587890625e-05)], dtype=np.float32))[0])
+    cut_v = m * np.float32(1.52587890625e-05)
+    cut = int(order_key(np.array([cut_v], dtype=np.float32))[0])
+    row_mass = math.trunc(float(v.astype(np.float64).sum()) * float(scale))
+    if stream is not None:
+        extra = (v < cut_v) & (v > 0) & (stream.random(v.size) < 0.3)
+        c = v[(v >= cut_v) | extra]
+        tau = 0
+        ok = True
+        if 0 < top_k < v.size:
+            got = select(c, scale, Query(0, cut, False, want=top_k, relative=True, candidates=True))
+            ok = got is not None
+            tau = got or 0
+        if ok and top_p < 1:
+            q = Query(tau, cut, True, ratio=top_p, relative=True, row_mass=row_mass,
+                      candidates=True)  # fmt: skip
+            got = select(c, scale, q)
+            ok = got is not None
+            tau = max(tau, got or 0)
+        if min_p > 0:
+            m_thr = np.array([np.float32(min(min_p, 1)) * m], dtype=np.float32)
+            tau = max(tau, int(order_key(m_thr)[0]))
+        if ok and tau >= cut:
+            return tau
+        STREAM_FALLBACKS.append(1)
     tau = 0
     if 0 < top_k < v.size:
-        tau = select(v, scale, Query(0, cut, False, want=top_k, relative=relative))
+        tau = select(v, scale, Query(0, cut, False, want=top_k, relative=relative)) or 0
     if top_p < 1:
-        tau = max(tau, select(v, scale, Query(tau, cut, True, ratio=top_p, relative=relative)))
+        q = Query(tau, cut, True, ratio=top_p, relative=relative, row_mass=row_mass)
+        tau = max(tau, select(v, scale, q) or 0)
     if min_p > 0:
         m_thr = np.array([np.float32(min(min_p, 1)) * m], dtype=np.float32)
         tau = max(tau, int(order_key(m_thr)[0]))
@@ -111,6 +147,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--relative", action="store_true", help="model -DEMBER_FILTER_RELATIVE=1")
+    ap.add_argument("--stream", action="store_true", help="model filter_stream_kernel first")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     bad = 0
@@ -126,13 +163,16 @@ def main() -> None:
         top_k = int(rng.integers(0, n + 2))
         top_p = float(rng.choice([0.0, 0.3, 0.9, 0.999, 1.0, float(rng.random())]))
         min_p = float(rng.choice([0, 0.05, 0.5]))
-        tau = threshold_key(v, top_k, top_p, min_p, args.relative)
+        tau = threshold_key(v, top_k, top_p, min_p, args.relative, rng if args.stream else None)
         kept = order_key(v) >= tau
         thr = filter_threshold_ref(x[None], top_k=top_k, top_p=top_p, min_p=min_p)[0]
         if not np.array_equal(kept, (x >= thr).numpy()):
             bad += 1
             print("mismatch", trial, n, sharp, top_k, top_p, min_p)
-    print(f"{args.trials} rows: {bad} mismatches, {len(RETRIES)} retries past the cut")
+    print(
+        f"{args.trials} rows: {bad} mismatches, {len(RETRIES)} retries past the cut, "
+        f"{len(STREAM_FALLBACKS)} stream fallbacks"
+    )
     raise SystemExit(1 if bad else 0)
 
 

@@ -134,8 +134,10 @@ def filter_threshold_ref(
     ``mass=False``). The same definition as the kernel, exactly: top-k keeps the ``k`` largest
     (ties at the ``k``-th value all kept; ``k <= 0`` or ``>= vocab``: off); top-p then keeps the
     largest values whose mass first reaches ``ceil(top_p * mass(kept so far))`` in the kernel's
-    fixed point (``trunc(float32(x * float32(2^40 / row max)))``; ``>= 1``: off); min-p keeps
-    ``>= float32(min_p * row max)`` (``<= 0``: off). Returns fp32 ``[rows]`` (``-inf``: keep all).
+    fixed point (an element's mass ``trunc(float32(x * float32(2^40 / row max)))``; ``>= 1``:
+    off), where without top-k the mass kept so far is the row's fp64 sum times that scale,
+    truncated (at least the elements' masses added up); min-p keeps ``>= float32(min_p * row
+    max)`` (``<= 0``: off). Returns fp32 ``[rows]`` (``-inf``: keep all).
     """
     import math
 
@@ -163,6 +165,8 @@ def filter_threshold_ref(
         if not p < 1.0 or not float(row_max[r]) > 0:
             continue
         total = int(cum[r, -1])
+        if not bool(use_k[r]):  # the row's fp64 sum in fixed point (radix_select's row_mass)
+            total = max(total, math.trunc(float(values[r].double().sum()) * float(scale[r])))
         need = min(max(math.ceil(p * float(total)), 1), total)
         idx = int(torch.searchsorted(cum[r], torch.tensor([need], device=dev)))
         thr[r] = torch.maximum(thr[r], sorted_v[r, idx])

@@ -287,3 +287,73 @@ def test_thresholds_below_the_first_pass_cut(vocab):
         atol=1e-12,
         msg=lambda m: f"{m} (seed {seed})",
     )
+
+
+# --- the streaming kernel (filter_stream_kernel): sampling from probabilities with a filter at
+# vocabularies >= 32 768 on 16-byte rows. It keeps only the candidates (values at or above the
+# running maximum's 2^-16) and falls back to the cluster kernel per row; these cases hold on
+# either path, so they also run where the stream is off.
+
+
+def test_stream_rows_do_not_depend_on_the_batch_and_repeat():
+    # peaked rows (answered from the candidates) and flat ones (too many candidates: the
+    # fallback) interleaved, more rows than SMs so the persistent grid loops
+    rows, vocab = 300, 128256
+    probs = peaked_probs(rows, vocab, sharp=4.0, seed=3)
+    probs[1::3] = peaked_probs(100, vocab, sharp=1.0, seed=4)
+    thr = filter_threshold_ref(probs, top_p=0.9)
+    a = ember.top_p_sampling_from_probs(probs, 0.9, seed=21, offset=2)
+    assert torch.equal(a, ember.top_p_sampling_from_probs(probs, 0.9, seed=21, offset=2))
+    assert bool(in_kept_set(probs, a, thr).all())
+    # the first 7 rows alone (a grid of 7) draw the same tokens (Philox stream = row index)
+    assert torch.equal(a[:7], ember.top_p_sampling_from_probs(probs[:7], 0.9, seed=21, offset=2))
+
+
+def test_stream_draw_is_the_inverse_cdf_in_index_order():
+    # 8 equal masses spread over a 65 536 vocabulary, every one kept: the draw is exactly the
+    # top 3 bits of Philox's first word, as on the cluster path (test_sampling.py)
+    from tests.ops.test_sampling import philox4x32_10
+
+    where = torch.tensor([3, 900, 8191, 20000, 33333, 40000, 50001, 65535])
+    probs = torch.zeros(300, 65536, device="cuda")
+    probs[:, where.cuda()] = 0.125
+    seed, offset = (5 << 33) + 3, 9
+    got = ember.sampling_from_probs(probs, top_p=0.99999, seed=seed, offset=offset)
+    key = [seed & 0xFFFFFFFF, seed >> 32]
+    want = [int(where[philox4x32_10([offset, 0, r, 0], key)[0] >> 29]) for r in range(300)]
+    assert got.tolist() == want
+
+
+@pytest.mark.parametrize("filt", [{"top_p": 0.995}, {"top_k": 10}, {"min_p": 0.01}])
+def test_stream_draws_follow_the_distribution(filt):
+    # 10 weighted tokens over a 65 536 vocabulary (zeros elsewhere), all kept: chi-square of
+    # 50 000 draws below the 0.999 quantile (9 degrees of freedom)
+    where = torch.tensor([5, 100, 9000, 17000, 25000, 33000, 41000, 49000, 57000, 65530])
+    weights = torch.tensor([1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    probs = torch.zeros(1000, 65536, device="cuda")
+    probs[:, where.cuda()] = weights.cuda() / weights.sum()
+    counts = torch.zeros(65536, device="cuda")
+    for off in range(50):
+        s = ember.sampling_from_probs(probs, **filt, seed=77, offset=off)
+        counts += torch.bincount(s.long(), minlength=65536).float()
+    assert counts.sum() == 50_000 and counts[where.cuda()].sum() == 50_000
+    expected = (weights / weights.sum() * 50_000).cuda()
+    chi2 = ((counts[where.cuda()] - expected) ** 2 / expected).sum().item()
+    assert chi2 < 27.9, chi2
+
+
+def test_stream_bad_and_empty_rows_and_mixed_parameters():
+    rows, vocab = 40, 32768
+    probs = peaked_probs(rows, vocab)
+    probs[3, 10] = float("nan")
+    probs[4] = 0.0
+    probs[5, 7] = -1e-3
+    p = torch.full((rows,), 0.8, device="cuda")
+    p[6] = 1.0  # no filter on this row: the fallback samples the whole row
+    k = torch.zeros(rows, dtype=torch.int32, device="cuda")
+    k[7] = 20000  # a top-k threshold below the cut: the fallback
+    s = ember.sampling_from_probs(probs, top_p=p, top_k=k, seed=8)
+    assert s[[3, 4, 5]].tolist() == [-1, -1, -1]
+    ok = [r for r in range(rows) if r not in (3, 4, 5)]
+    thr = filter_threshold_ref(probs[ok], top_p=p[ok], top_k=k[ok])
+    assert bool(in_kept_set(probs[ok], s[ok], thr).all())

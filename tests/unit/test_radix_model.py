@@ -14,7 +14,9 @@ pytest.importorskip("torch")
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "radix_emulate.py"
 
 
-@pytest.mark.parametrize("layout", [[], ["--relative"]], ids=["absolute", "relative"])
+@pytest.mark.parametrize(
+    "layout", [[], ["--relative"], ["--relative", "--stream"]], ids=["absolute", "relative", "stream"]
+)
 def test_model_matches_reference(monkeypatch, capsys, layout) -> None:
     # "relative": the digits of -DEMBER_FILTER_RELATIVE=1 (offsets from a bound at the cut)
     monkeypatch.setattr(sys, "argv", [str(TOOL), "--trials", "60", *layout])
@@ -25,3 +27,6 @@ def test_model_matches_reference(monkeypatch, capsys, layout) -> None:
     assert "60 rows: 0 mismatches" in out
     retries = int(out.split("mismatches, ")[1].split()[0])
     assert retries > 0, "the retry path was not exercised"
+    if "--stream" in layout:  # both the candidates' answers and the fallback were exercised
+        fallbacks = int(out.split("cut, ")[1].split()[0])
+        assert 0 < fallbacks < 60, out

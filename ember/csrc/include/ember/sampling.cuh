@@ -527,6 +527,26 @@ __device__ __forceinline__ void sample_chunk(cooperative_groups::cluster_group& 
 
 constexpr float kMassScale = 1099511627776.f;  // 2^40: a row's largest value in fixed point
 
+// A block's fp64 sum in a fixed order (lane 0's butterfly a warp, then the warps in turn), so
+// the same inputs give the same bits on every run. `scratch`: one double a warp.
+__device__ __forceinline__ double block_sum_fixed(double v, double* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double all = 0.0;
+#pragma unroll
+  for (int w = 0; w < kSoftmaxThreads / 32; ++w) all += scratch[w];
+  __syncthreads();  // scratch is reused
+  return all;
+}
+
+// A row's fp64 sum in radix_select's fixed point (`scale` = 2^40 / the row's largest mass).
+__device__ __forceinline__ unsigned long long row_mass_fixed(double sum, float scale) {
+  return __double2ull_rz(sum * static_cast<double>(scale));
+}
+
 __device__ __forceinline__ unsigned long long fixed_mass(float x, float scale) {
   return __float2ull_rz(x * scale);
 }
@@ -589,11 +609,18 @@ __device__ __forceinline__ void add_mass(unsigned* lo, unsigned* hi, unsigned lo
 // Level 0 first histograms only keys >= `cut` (a bound below which a peaked row's answer
 // practically never lies: most of a vocabulary sits far below its maximum), adding the rest up
 // in registers; if the answer turns out to lie below the cut the select starts over without it.
-template <bool BY_MASS, bool NONNEG>
+//
+// BY_MASS with floor 0 (no top-k before it): the target is a share of `row_mass`, the row's
+// fp64 sum in fixed point (row_mass_fixed; at least what the histograms hold), not of the sum
+// of the elements' truncated masses, so a kernel that never holds the whole row
+// (filter_stream_kernel) finds the same target. C: the CTAs of the cluster holding the row.
+// CANDIDATES (filter_stream_kernel: `v` holds only the values at or above the cut, and some
+// below it): an answer below the cut returns 0 (the caller falls back) instead of starting over.
+template <bool BY_MASS, bool NONNEG, int C = kSoftmaxCluster, bool CANDIDATES = false>
 __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, RadixSmem& h,
                                  int& pass, const float* v, int lo, int hi, float scale,
                                  uint32_t floor, uint32_t cut, unsigned long long want,
-                                 float ratio) {
+                                 float ratio, unsigned long long row_mass = 0ull) {
   const int t = static_cast<int>(threadIdx.x);
   const int lane = t % 32, warp = t / 32;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -785,7 +812,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       if (t < kBins) {
         const int bin = kBins - 1 - t;
 #pragma unroll
-        for (int r = 0; r < kSoftmaxCluster; ++r) {
+        for (int r = 0; r < C; ++r) {
           if (BY_MASS) {
             const unsigned l = cluster.map_shared_rank(&h.mass_lo[buf][bin], r)[0];
             const unsigned u = cluster.map_shared_rank(&h.mass_hi[buf][bin], r)[0];
@@ -811,7 +838,8 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           total += h.warp_sum[w];
         }
         if (level == 0 && BY_MASS) {  // the target: a share of the total mass, at least 1 unit
-          const unsigned long long all = total + rest_all;
+          unsigned long long all = total + rest_all;
+          if (floor == 0u) all = row_mass > total ? row_mass : total;
           const double goal = ceil(static_cast<double>(ratio) * static_cast<double>(all));
           need = goal < 1.0
                      ? 1ull
@@ -828,6 +856,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       __syncthreads();
       const RadixSmem::Pick pk = h.pick[buf];
       if (pk.bin < 0) {  // the answer lies below the cut (level 0 only): start over without it
+        if constexpr (CANDIDATES) return 0u;
         retry = true;
         break;
       }
@@ -864,6 +893,9 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const int n = chunk_length(p.vocab, p.chunk, begin);
   const T* in = static_cast<const T*>(p.in) + row * p.in_row_stride + begin;
   pdl_wait();
+  if constexpr (MODE == kSampleProbs) {
+    if (p.only_marked && p.samples[row] != kStreamFallback) return;  // sampled by the stream
+  }
   float inv_t = 1.f;
   if constexpr (MODE == kSampleLogits) {
     inv_t = 1.f / (p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature);
@@ -949,8 +981,23 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
   if constexpr (MODE != kMaskLogits) {
     if (use_p) {
+      unsigned long long row_mass = 0;  // without top-k: the row's fp64 sum, in fixed point
+      if (tau == 0u) {
+        __shared__ double dscratch[kSoftmaxThreads / 32];
+        __shared__ double dexchange;
+        double mine = 0.0;
+        for (int i = lo; i < hi; ++i) mine += static_cast<double>(chunk_smem[i]);
+        const double block = block_sum_fixed(mine, dscratch);
+        if (threadIdx.x == 0) dexchange = block;
+        cluster.sync();
+        double sum = 0.0;
+#pragma unroll
+        for (int r = 0; r < kSoftmaxCluster; ++r) sum += *cluster.map_shared_rank(&dexchange, r);
+        row_mass = row_mass_fixed(sum, scale);
+        // (dexchange is written once a launch; the CTAs leave only after later cluster barriers)
+      }
       const uint32_t key_p = radix_select<true, kNonneg>(cluster, hist, pass, chunk_smem, lo, hi,
-                                                         scale, tau, cut, 0ull, top_p);
+                                                         scale, tau, cut, 0ull, top_p, row_mass);
       tau = max(tau, key_p);
     }
     if (use_min) tau = max(tau, order_key(fminf(min_p, 1.f) * mass_max));
@@ -986,6 +1033,241 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     }
   }
 }
+
+// --- sampling from probabilities in one streaming pass ------------------------------------
+//
+// filter_stream_kernel: one CTA a row (a grid of one CTA an SM, looping over rows) reads the row
+// once from global memory in tiles of kStreamPacks 16-byte packs a thread, the next tile's loads
+// in flight while it works on the current one, and keeps in shared memory only the candidates:
+// the values at or above the running maximum's 2^-16 (the tiles so far, the current one
+// included; the row maximum's 2^-16 is filter_kernel's cut, and the running one is never above
+// it). A peaked row (softmax of 4 randn over 128 256) keeps ~3 % of its values. It also adds the
+// whole row up in fp64 (each thread in its own order, then a fixed tree: the same total on every
+// run). The thresholds then come from radix_select over the candidates (the top-p target from
+// that total), and the token from sample_candidates. A row the candidates cannot answer (more of
+// them than kStreamCap, a top-k or min-p threshold or top-p answer below the cut, no filter at
+// all) is marked kStreamFallback and filter_kernel, launched after it, samples it as usual.
+// The draws: inverse CDF in index order over fixed-point masses, so a row's token depends on
+// the row and (seed, offset) only, not on the batch or the order of the atomics.
+constexpr int kStreamPacks = 8;      // 16-byte packs a thread a tile (two tiles' in flight)
+constexpr int kStreamCap = 24576;    // candidates a row: 192 KB of values and indices
+constexpr int kStreamMinVocab = 32768;
+
+// The token drawn from the candidates whose key is >= tau (all of the row's kept elements),
+// each with its fixed-point mass: the index digits, most significant first, each level a
+// 256-bin histogram of the kept mass over the next digit of the index among the candidates
+// that match the digits chosen so far, scanned in index order for the bin holding the target
+// (floor(u * total), u the row's Philox uniform). Integer sums: the same token on every run.
+__device__ __forceinline__ int sample_candidates(RadixSmem& h, int& pass, const float* val,
+                                                 const int* idx, int n, uint32_t tau, float scale,
+                                                 int64_t vocab, float u) {
+  const int t = static_cast<int>(threadIdx.x);
+  const int lane = t % 32, warp = t / 32;
+  const int bits = vocab > 1 ? 64 - __clzll(static_cast<unsigned long long>(vocab - 1)) : 1;
+  unsigned long long target = 0;
+  uint32_t prefix = 0;  // the index digits chosen so far
+  int above = bits;     // the shift of the digits chosen so far
+  for (int level = 0; above > 0; ++level) {
+    const int shift = above > 8 ? above - 8 : 0;
+    const uint32_t digit = (1u << (above - shift)) - 1u;
+    const int buf = pass++ & 1;
+    if (t < kBins) {
+      h.mass_lo[buf][t] = 0;
+      h.mass_hi[buf][t] = 0;
+    }
+    if (t == 0) h.pick[buf].bin = -1;
+    __syncthreads();
+    for (int i = t; i < n; i += kSoftmaxThreads) {
+      const float x = val[i];
+      const uint32_t at = static_cast<uint32_t>(idx[i]);
+      if (key_of<true>(x) >= tau && (level == 0 || (at >> above) == prefix)) {
+        const int bin = static_cast<int>((at >> shift) & digit);
+        add_mass(&h.mass_lo[buf][bin], &h.mass_hi[buf][bin], fixed_mass(x, scale));
+      }
+    }
+    __syncthreads();
+    // Thread t < 256 holds bin t: an inclusive scan over t runs up the indices.
+    unsigned long long own = 0;
+    if (t < kBins) own = (static_cast<unsigned long long>(h.mass_hi[buf][t]) << 32) + h.mass_lo[buf][t];
+    unsigned long long incl = own;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const unsigned long long x = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += x;
+    }
+    if (t < kBins && lane == 31) h.warp_sum[warp] = incl;
+    __syncthreads();
+    if (t < kBins) {
+      unsigned long long total = 0;
+      for (int w = 0; w < kBins / 32; ++w) {
+        if (w < warp) incl += h.warp_sum[w];
+        total += h.warp_sum[w];
+      }
+      // floor(u * total) < total: u has 24 bits
+      if (level == 0) {
+        target = __umul64hi(total, static_cast<unsigned long long>(u * 16777216.f) << 40);
+      }
+      if (own != 0ull && incl > target && incl - own <= target) {
+        h.pick[buf].bin = t;
+        h.pick[buf].above = incl - own;
+      }
+    }
+    __syncthreads();
+    const RadixSmem::Pick pk = h.pick[buf];
+    if (pk.bin < 0) return -1;  // no mass kept (not reached: the maximum is always kept)
+    target -= pk.above;         // (only threads < 256 use it; each computed the same)
+    prefix = (prefix << (above - shift)) | static_cast<uint32_t>(pk.bin);
+    above = shift;
+  }
+  return static_cast<int>(prefix);
+}
+
+template <int MODE>
+__global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
+    filter_stream_kernel(FilterParams p) {
+  static_assert(MODE == kSampleProbs, "the streaming pass samples from probabilities only");
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  extern __shared__ __align__(16) float cand_val[];  // [kStreamCap] values, [kStreamCap] indices
+  int* cand_idx = reinterpret_cast<int*>(cand_val + kStreamCap);
+  __shared__ float tile_max[2][kSoftmaxThreads / 32];
+  __shared__ double part[kSoftmaxThreads / 32];
+  __shared__ int n_cand;
+  __shared__ RadixSmem hist;
+  const int t = static_cast<int>(threadIdx.x);
+  const int lane = t % 32, warp = t / 32;
+  constexpr int kTile = kStreamPacks * kSoftmaxThreads;  // packs a tile
+  const int packs = static_cast<int>(p.vocab / 4);
+  const int tiles = (packs + kTile - 1) / kTile;
+  int pass = 0;
+  pdl_wait();
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.in) +
+                                                        row * p.in_row_stride);
+    if (t == 0) n_cand = 0;  // (every read of the previous row's count is behind a barrier)
+    float4 cur[kStreamPacks], nxt[kStreamPacks];
+    auto issue = [&](float4 (&dst)[kStreamPacks], int tile) {
+#pragma unroll
+      for (int u = 0; u < kStreamPacks; ++u) {
+        const int i = tile * kTile + u * kSoftmaxThreads + t;
+        dst[u] = i < packs ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    };
+    issue(cur, 0);
+    float run_max = 0.f;
+    bool bad = false;
+    double sum = 0.0;
+    for (int tile = 0; tile < tiles; ++tile) {
+      if (tile + 1 < tiles) issue(nxt, tile + 1);
+      float m = 0.f;
+#pragma unroll
+      for (int u = 0; u < kStreamPacks; ++u) {
+        const float v[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          bad |= !(v[j] >= 0.f && v[j] < INFINITY);
+          m = fmaxf(m, v[j]);
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      if (lane == 0) tile_max[tile & 1][warp] = m;
+      __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
+#pragma unroll
+      for (int w = 0; w < kSoftmaxThreads / 32; ++w) run_max = fmaxf(run_max, tile_max[tile & 1][w]);
+      // NOTE: the smallest positive float as the floor, so zeros never become candidates
+      const float cutv = fmaxf(run_max * 1.52587890625e-05f, 1.401298464e-45f);
+      int c = 0;
+#pragma unroll
+      for (int u = 0; u < kStreamPacks; ++u) {
+        sum += static_cast<double>((cur[u].x + cur[u].y) + (cur[u].z + cur[u].w));
+        c += (cur[u].x >= cutv) + (cur[u].y >= cutv) + (cur[u].z >= cutv) + (cur[u].w >= cutv);
+      }
+      int incl = c;  // the warp's inclusive scan of the counts: each lane's slots
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const int x = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += x;
+      }
+      const int warp_total = __shfl_sync(0xffffffffu, incl, 31);
+      if (warp_total != 0) {
+        int base = 0;
+        if (lane == 31) base = atomicAdd(&n_cand, warp_total);
+        base = __shfl_sync(0xffffffffu, base, 31);
+        if (c != 0) {
+          int at = base + incl - c;
+#pragma unroll
+          for (int u = 0; u < kStreamPacks; ++u) {
+            const float v[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
+            const int first = (tile * kTile + u * kSoftmaxThreads + t) * 4;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              if (v[j] >= cutv) {
+                if (at < kStreamCap) {
+                  cand_val[at] = v[j];
+                  cand_idx[at] = first + j;
+                }
+                ++at;
+              }
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kStreamPacks; ++u) cur[u] = nxt[u];
+    }
+    // The row's total in a fixed order: lane 0's butterfly sum a warp, then the warps in turn.
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) part[warp] = sum;
+    const bool row_bad = __syncthreads_or(bad) != 0;  // also publishes part and the candidates
+    double total = 0.0;
+#pragma unroll
+    for (int w = 0; w < kSoftmaxThreads / 32; ++w) total += part[w];
+    const int n = n_cand;
+    const float row_max = run_max;
+    int32_t token = kStreamFallback;
+    if (row_bad || !(row_max > 0.f)) {
+      token = -1;  // NaN, infinite or negative values, or no mass (filter_kernel's -1 rows)
+    } else if (n <= kStreamCap) {
+      const int k = p.top_k != nullptr ? p.top_k[row] : p.scalar_top_k;
+      const bool use_k = k > 0 && k < p.vocab;
+      const float top_p = p.top_p != nullptr ? p.top_p[row] : p.scalar_top_p;
+      const float min_p = p.min_p != nullptr ? p.min_p[row] : p.scalar_min_p;
+      const bool use_p = top_p < 1.f;
+      const float scale = kMassScale / row_max;
+      const uint32_t cut = order_key(row_max * 1.52587890625e-05f);
+      const int seg = ((n + kSoftmaxThreads - 1) / kSoftmaxThreads) | 1;
+      const int lo = min(n, t * seg), hi = min(n, lo + seg);
+      uint32_t tau = 0;
+      bool ok = true;
+      if (use_k) {
+        tau = radix_select<false, true, 1, true>(cluster, hist, pass, cand_val, lo, hi, scale, 0u,
+                                                 cut, static_cast<unsigned long long>(k), 0.f);
+        ok = tau >= cut;  // 0: fewer than k candidates at or above the cut
+      }
+      if (ok && use_p) {
+        const uint32_t key_p =
+            radix_select<true, true, 1, true>(cluster, hist, pass, cand_val, lo, hi, scale, tau,
+                                              cut, 0ull, top_p, row_mass_fixed(total, scale));
+        ok = key_p != 0u;
+        tau = max(tau, key_p);
+      }
+      if (min_p > 0.f) tau = max(tau, order_key(fminf(min_p, 1.f) * row_max));
+      if (ok && tau >= cut) {
+        const float u = uniform01(p.seed, p.offset, static_cast<uint64_t>(row));
+        token = sample_candidates(hist, pass, cand_val, cand_idx, n, tau, scale, p.vocab, u);
+      }
+    }
+    if (t == 0) p.samples[row] = token;
+    __syncthreads();  // the candidates and n_cand are read no more before the next row's
+  }
+  pdl_launch_dependents();
+}
+
+#ifndef EMBER_FILTER_STREAM
+#define EMBER_FILTER_STREAM 0  // NOTE: 1 = filter_stream_kernel for sampling from probs (A/B)
+#endif
 
 // Clusters of `Kernel` (C CTAs of kSoftmaxThreads, `smem` bytes of dynamic shared memory each)
 // that fit the device at once (0: none, or the query failed), asked once per device and `key`
@@ -1064,11 +1346,45 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
                                                  p.device, p);
 }
 
+// The grid of filter_stream_kernel: one CTA an SM (0: the query failed).
+inline int stream_grid(int device) {
+  constexpr int kMaxDevices = 64;
+  static int sms[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return 0;
+  if (sms[device] == 0 &&
+      cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    sms[device] = -1;
+  }
+  return sms[device] > 0 ? sms[device] : 0;
+}
+
 template <typename T, int MODE>
 cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
   const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
+  if constexpr (MODE == kSampleProbs && EMBER_FILTER_STREAM != 0 && EMBER_FILTER_LEAN != 0) {
+    // Only where a filter can keep the answer among the candidates (not plain sampling), and
+    // not by row count: a row's token must not depend on its batch.
+    const bool filtered = p.top_p != nullptr || p.scalar_top_p < 1.f || p.top_k != nullptr ||
+                          (p.scalar_top_k > 0 && p.scalar_top_k < p.vocab) ||
+                          p.min_p != nullptr || p.scalar_min_p > 0.f;
+    const int sms = stream_grid(p.device);
+    if (p.vec && p.vocab >= kStreamMinVocab && filtered && sms > 0) {
+      const unsigned blocks = static_cast<unsigned>(p.rows < sms ? p.rows : sms);
+      const size_t stream_smem = static_cast<size_t>(kStreamCap) * 8;
+      if (const cudaError_t err = launch_kernel<filter_stream_kernel<MODE>>(
+              dim3(blocks), dim3(kSoftmaxThreads), stream_smem, stream, p.pdl, p.device, p);
+          err != cudaSuccess) {
+        return err;
+      }
+      FilterParams q = p;
+      q.only_marked = true;
+      return launch_kernel<filter_kernel<T, true, MODE>>(grid, dim3(kSoftmaxThreads), smem, stream,
+                                                         p.pdl, p.device, q);
+    }
+  }
   if (p.vec) {
     return launch_kernel<filter_kernel<T, true, MODE>>(grid, dim3(kSoftmaxThreads), smem, stream,
                                                        p.pdl, p.device, p);

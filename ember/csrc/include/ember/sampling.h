@@ -61,7 +61,13 @@ struct FilterParams {
   uint64_t seed, offset;  // Philox4x32-10 key and counter: draw `offset` of stream `row`
   bool pdl;
   int device;
+  // kSampleProbs, set by the launcher only: filter_kernel samples just the rows that
+  // filter_stream_kernel marked kStreamFallback (it left the others' samples final).
+  bool only_marked;
 };
+
+// What filter_stream_kernel writes for a row it leaves to filter_kernel.
+constexpr int32_t kStreamFallback = INT32_MIN;
 
 // Sampling modes: one token per row, index i drawn with probability proportional to its value
 // among the kept elements (inverse CDF over the row held in a cluster's shared memory;
