@@ -1180,7 +1180,9 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
       int c = 0;
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
-        sum += static_cast<double>((cur[u].x + cur[u].y) + (cur[u].z + cur[u].w));
+        // (each value in fp64: an fp32 pair sum would round the maximum's pack by ~2^16 units)
+        sum += static_cast<double>(cur[u].x) + static_cast<double>(cur[u].y) +
+               static_cast<double>(cur[u].z) + static_cast<double>(cur[u].w);
         c += (cur[u].x >= cutv) + (cur[u].y >= cutv) + (cur[u].z >= cutv) + (cur[u].w >= cutv);
       }
       int incl = c;  // the warp's inclusive scan of the counts: each lane's slots
