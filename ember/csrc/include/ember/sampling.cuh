@@ -677,7 +677,7 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
       // Levels 2 and 3 walk the list level 1 gathered (when it fit) instead of the whole chunk:
       // a peaked row's chosen level-0 bin holds a few dozen of a CTA's 16 000 values.
       if (level >= 2 && h.n_survivors <= kSurvivors) {
-        for (int i = t; i < h.n_survivors; i += kSoftmaxThreads) {
+        for (int i = t; i < h.n_survivors; i += static_cast<int>(blockDim.x)) {
           const float x = h.survivors[i];
           const uint32_t k = key_of<NONNEG>(x);
           if (((k - origin) & high) != prefix) continue;
@@ -1049,7 +1049,6 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 // all) is marked kStreamFallback and filter_kernel, launched after it, samples it as usual.
 // The draws: inverse CDF in index order over fixed-point masses, so a row's token depends on
 // the row and (seed, offset) only, not on the batch or the order of the atomics.
-constexpr int kStreamPacks = 8;      // 16-byte packs a thread a tile (two tiles' in flight)
 constexpr int kStreamCap = 24576;    // candidates a row: 192 KB of values and indices
 constexpr int kStreamMinVocab = 32768;
 
@@ -1077,7 +1076,7 @@ __device__ __forceinline__ int sample_candidates(RadixSmem& h, int& pass, const 
     }
     if (t == 0) h.pick[buf].bin = -1;
     __syncthreads();
-    for (int i = t; i < n; i += kSoftmaxThreads) {
+    for (int i = t; i < n; i += static_cast<int>(blockDim.x)) {
       const float x = val[i];
       const uint32_t at = static_cast<uint32_t>(idx[i]);
       if (key_of<true>(x) >= tau && (level == 0 || (at >> above) == prefix)) {
@@ -1122,21 +1121,24 @@ __device__ __forceinline__ int sample_candidates(RadixSmem& h, int& pass, const 
   return static_cast<int>(prefix);
 }
 
-template <int MODE>
-__global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
+// THREADS: 512 (8 packs a thread a tile, 124 registers) or 1024 (4 packs, at most 64
+// registers: twice the warps to hide the latency of the per-value work's dependent chains).
+template <int MODE, int THREADS>
+__global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(THREADS, 1)
     filter_stream_kernel(FilterParams p) {
+  constexpr int kStreamPacks = THREADS >= 1024 ? 4 : 8;  // two tiles' in flight a thread
   static_assert(MODE == kSampleProbs, "the streaming pass samples from probabilities only");
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) float cand_val[];  // [kStreamCap] values, [kStreamCap] indices
   int* cand_idx = reinterpret_cast<int*>(cand_val + kStreamCap);
-  __shared__ float tile_max[2][kSoftmaxThreads / 32];
-  __shared__ double part[kSoftmaxThreads / 32];
+  __shared__ float tile_max[2][THREADS / 32];
+  __shared__ double part[THREADS / 32];
   __shared__ int n_cand;
   __shared__ RadixSmem hist;
   const int t = static_cast<int>(threadIdx.x);
   const int lane = t % 32, warp = t / 32;
-  constexpr int kTile = kStreamPacks * kSoftmaxThreads;  // packs a tile
+  constexpr int kTile = kStreamPacks * THREADS;  // packs a tile
   const int packs = static_cast<int>(p.vocab / 4);
   const int tiles = (packs + kTile - 1) / kTile;
   int pass = 0;
@@ -1149,40 +1151,40 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
     auto issue = [&](float4 (&dst)[kStreamPacks], int tile) {
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
-        const int i = tile * kTile + u * kSoftmaxThreads + t;
+        const int i = tile * kTile + u * THREADS + t;
         dst[u] = i < packs ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
       }
     };
     issue(cur, 0);
     float run_max = 0.f;
-    bool bad = false;
-    double sum = 0.0;
+    float run_min = 0.f;  // < 0: a negative value (NaN and inf show in the sum)
+    constexpr int kChains = THREADS >= 1024 ? 2 : 4;  // (2: no spill under 64 registers)
+    double sum[kChains] = {};  // each value in fp64 (see below)
     for (int tile = 0; tile < tiles; ++tile) {
       if (tile + 1 < tiles) issue(nxt, tile + 1);
       float m = 0.f;
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
-        const float v[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          bad |= !(v[j] >= 0.f && v[j] < INFINITY);
-          m = fmaxf(m, v[j]);
-        }
+        m = fmaxf(fmaxf(m, fmaxf(cur[u].x, cur[u].y)), fmaxf(cur[u].z, cur[u].w));
+        run_min = fminf(fminf(run_min, fminf(cur[u].x, cur[u].y)), fminf(cur[u].z, cur[u].w));
+        // NOTE: each value in fp64: an fp32 pair sum would round the maximum's pack by ~2^16
+        // fixed-point units, enough to move a top-p target against the other paths'
+        sum[0] += static_cast<double>(cur[u].x);
+        sum[1 % kChains] += static_cast<double>(cur[u].y);
+        sum[2 % kChains] += static_cast<double>(cur[u].z);
+        sum[3 % kChains] += static_cast<double>(cur[u].w);
       }
 #pragma unroll
       for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
       if (lane == 0) tile_max[tile & 1][warp] = m;
       __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
 #pragma unroll
-      for (int w = 0; w < kSoftmaxThreads / 32; ++w) run_max = fmaxf(run_max, tile_max[tile & 1][w]);
+      for (int w = 0; w < THREADS / 32; ++w) run_max = fmaxf(run_max, tile_max[tile & 1][w]);
       // NOTE: the smallest positive float as the floor, so zeros never become candidates
       const float cutv = fmaxf(run_max * 1.52587890625e-05f, 1.401298464e-45f);
       int c = 0;
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
-        // (each value in fp64: an fp32 pair sum would round the maximum's pack by ~2^16 units)
-        sum += static_cast<double>(cur[u].x) + static_cast<double>(cur[u].y) +
-               static_cast<double>(cur[u].z) + static_cast<double>(cur[u].w);
         c += (cur[u].x >= cutv) + (cur[u].y >= cutv) + (cur[u].z >= cutv) + (cur[u].w >= cutv);
       }
       int incl = c;  // the warp's inclusive scan of the counts: each lane's slots
@@ -1196,36 +1198,47 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
         int base = 0;
         if (lane == 31) base = atomicAdd(&n_cand, warp_total);
         base = __shfl_sync(0xffffffffu, base, 31);
-        if (c != 0) {
-          int at = base + incl - c;
+        int at = base + incl - c;
+        // Predicated stores, no branch a value (a peaked row's warp has a few candidates in
+        // nearly every tile); the capacity test only where the warp's slots cross it.
+        auto append = [&](bool guard) {
 #pragma unroll
           for (int u = 0; u < kStreamPacks; ++u) {
             const float v[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
-            const int first = (tile * kTile + u * kSoftmaxThreads + t) * 4;
+            const int first = (tile * kTile + u * THREADS + t) * 4;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-              if (v[j] >= cutv) {
-                if (at < kStreamCap) {
-                  cand_val[at] = v[j];
-                  cand_idx[at] = first + j;
-                }
-                ++at;
+              if (v[j] >= cutv && (!guard || at < kStreamCap)) {
+                cand_val[at] = v[j];
+                cand_idx[at] = first + j;
               }
+              at += v[j] >= cutv ? 1 : 0;
             }
           }
+        };
+        if (base + warp_total <= kStreamCap) {
+          append(false);
+        } else {
+          append(true);
         }
       }
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) cur[u] = nxt[u];
     }
+    double row_sum = sum[0];
+#pragma unroll
+    for (int i = 1; i < kChains; ++i) row_sum += sum[i];
+    const bool bad = run_min < 0.f;
     // The row's total in a fixed order: lane 0's butterfly sum a warp, then the warps in turn.
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) part[warp] = sum;
-    const bool row_bad = __syncthreads_or(bad) != 0;  // also publishes part and the candidates
+    for (int o = 16; o > 0; o /= 2) row_sum += __shfl_xor_sync(0xffffffffu, row_sum, o);
+    if (lane == 0) part[warp] = row_sum;
+    const bool negative = __syncthreads_or(bad) != 0;  // also publishes part and the candidates
     double total = 0.0;
 #pragma unroll
-    for (int w = 0; w < kSoftmaxThreads / 32; ++w) total += part[w];
+    for (int w = 0; w < THREADS / 32; ++w) total += part[w];
+    // a NaN or an infinity makes the fp64 sum NaN or infinite (finite fp32 values cannot)
+    const bool row_bad = negative || !isfinite(total);
     const int n = n_cand;
     const float row_max = run_max;
     int32_t token = kStreamFallback;
@@ -1239,7 +1252,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
       const bool use_p = top_p < 1.f;
       const float scale = kMassScale / row_max;
       const uint32_t cut = order_key(row_max * 1.52587890625e-05f);
-      const int seg = ((n + kSoftmaxThreads - 1) / kSoftmaxThreads) | 1;
+      const int seg = ((n + THREADS - 1) / THREADS) | 1;
       const int lo = min(n, t * seg), hi = min(n, lo + seg);
       uint32_t tau = 0;
       bool ok = true;
@@ -1268,7 +1281,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
 }
 
 #ifndef EMBER_FILTER_STREAM
-#define EMBER_FILTER_STREAM 0  // NOTE: 1 = filter_stream_kernel for sampling from probs (A/B)
+#define EMBER_FILTER_STREAM 0  // NOTE: 1, 2 = filter_stream_kernel of 512, 1024 threads (A/B)
 #endif
 
 // Clusters of `Kernel` (C CTAs of kSoftmaxThreads, `smem` bytes of dynamic shared memory each)
@@ -1376,8 +1389,9 @@ cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
     if (p.vec && p.vocab >= kStreamMinVocab && filtered && sms > 0) {
       const unsigned blocks = static_cast<unsigned>(p.rows < sms ? p.rows : sms);
       const size_t stream_smem = static_cast<size_t>(kStreamCap) * 8;
-      if (const cudaError_t err = launch_kernel<filter_stream_kernel<MODE>>(
-              dim3(blocks), dim3(kSoftmaxThreads), stream_smem, stream, p.pdl, p.device, p);
+      constexpr int kThreads = EMBER_FILTER_STREAM == 2 ? 1024 : 512;
+      if (const cudaError_t err = launch_kernel<filter_stream_kernel<MODE, kThreads>>(
+              dim3(blocks), dim3(kThreads), stream_smem, stream, p.pdl, p.device, p);
           err != cudaSuccess) {
         return err;
       }
