@@ -245,9 +245,13 @@ def sampling_from_probs(
 ) -> Any:
     """One token per row, index ``i`` drawn with probability ``probs[i] / sum(kept probs)``.
 
-    Inverse-CDF sampling over the row held in one cluster's shared memory: a single read of the
-    probabilities, no sort. Filters (each a scalar for every row or a ``[rows]`` tensor, read on
-    the device; combine freely):
+    Inverse-CDF sampling in index order, a single read of the probabilities, no sort: the row
+    held in one cluster's shared memory or, with a filter and 48 rows or more (vocabularies of
+    32 768 or more, 16-byte aligned rows), streamed by one CTA a row that keeps only the values
+    at or above the row maximum's 2^-16 (a row they cannot answer is sampled the first way).
+    Both keep exactly the same set; the draws agree except where the target falls within fp32
+    rounding of a token's edge. Filters (each a scalar for every row or a ``[rows]`` tensor,
+    read on the device; combine freely):
 
     - ``top_k``: keep the ``k`` largest (ties at the ``k``-th value are all kept); int or int32
       tensor; ``0`` (or a tensor value ``<= 0`` or ``>= vocab``) keeps all.
@@ -257,7 +261,8 @@ def sampling_from_probs(
     - ``min_p``: keep probabilities ``>= min_p * max``; float in ``[0, 1]`` or fp32 tensor.
 
     Thresholds come from a radix select over fixed-point masses (64-bit integer sums), so they
-    do not depend on the order of the GPU's atomics. Reproducible: the uniform of row ``r`` is
+    do not depend on the order of the GPU's atomics; top-p without top-k takes its share of the
+    row's fp64 sum (in the same fixed point). Reproducible: the uniform of row ``r`` is
     Philox4x32-10 of ``(seed, offset, r)``, so the same ``seed`` and ``offset`` give the same
     tokens on any GPU; advance ``offset`` between steps. Nothing synchronises the host unless
     ``check`` is set.

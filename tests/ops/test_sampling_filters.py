@@ -289,10 +289,10 @@ def test_thresholds_below_the_first_pass_cut(vocab):
     )
 
 
-# --- the streaming kernel (filter_stream_kernel): sampling from probabilities with a filter at
-# vocabularies >= 32 768 on 16-byte rows. It keeps only the candidates (values at or above the
-# running maximum's 2^-16) and falls back to the cluster kernel per row; these cases hold on
-# either path, so they also run where the stream is off.
+# --- the streaming kernel (filter_stream_kernel): sampling from probabilities with a filter,
+# 48 rows or more at vocabularies >= 32 768 on 16-byte rows. It keeps only the candidates (values
+# at or above the running maximum's 2^-16) and falls back to the cluster kernel per row; these
+# cases hold on either path, so they also run under -DEMBER_FILTER_STREAM=0.
 
 
 def test_stream_rows_do_not_depend_on_the_batch_and_repeat():
@@ -305,7 +305,11 @@ def test_stream_rows_do_not_depend_on_the_batch_and_repeat():
     a = ember.top_p_sampling_from_probs(probs, 0.9, seed=21, offset=2)
     assert torch.equal(a, ember.top_p_sampling_from_probs(probs, 0.9, seed=21, offset=2))
     assert bool(in_kept_set(probs, a, thr).all())
-    # the first 7 rows alone (a grid of 7) draw the same tokens (Philox stream = row index)
+    # the first 60 rows alone (a grid of 60) draw the same tokens (Philox stream = row index),
+    # and so do the first 7 (the cluster kernel: the same kept set, its fp32 running sums can
+    # differ from the stream's integer ones only within rounding of a token's edge)
+    first = ember.top_p_sampling_from_probs(probs[:60], 0.9, seed=21, offset=2)
+    assert torch.equal(a[:60], first)
     assert torch.equal(a[:7], ember.top_p_sampling_from_probs(probs[:7], 0.9, seed=21, offset=2))
 
 
@@ -343,7 +347,7 @@ def test_stream_draws_follow_the_distribution(filt):
 
 
 def test_stream_bad_and_empty_rows_and_mixed_parameters():
-    rows, vocab = 40, 32768
+    rows, vocab = 60, 32768
     probs = peaked_probs(rows, vocab)
     probs[3, 10] = float("nan")
     probs[4] = 0.0

@@ -10,7 +10,8 @@
 // then each CTA writes its chunk of probabilities. (EMBER_SOFTMAX_ONLINE=0: the maxima, then the
 // sums of exponentials, in two exchanges.) The logits are read once and the probabilities written
 // once: no second pass over a row that does not fit in L2. The filters: "thresholds without
-// sorting".
+// sorting"; sampling from probabilities over many rows streams each row through one CTA that
+// keeps only its candidates (filter_stream_kernel, "in one streaming pass").
 #pragma once
 
 #include <cooperative_groups.h>
@@ -1121,12 +1122,15 @@ __device__ __forceinline__ int sample_candidates(RadixSmem& h, int& pass, const 
   return static_cast<int>(prefix);
 }
 
-// THREADS: 512 (8 packs a thread a tile, 124 registers) or 1024 (4 packs, at most 64
-// registers: twice the warps to hide the latency of the per-value work's dependent chains).
-template <int MODE, int THREADS>
-__global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(THREADS, 1)
+// NOTE: 1024 threads of 4 packs a tile (64 registers), not 512 of 8 (124 registers): the
+// per-value work is dependent chains, and twice the warps hide them (H200, 128 x 128 256 top-p:
+// 53.41 against 60.03 us, IPC 2.2 against 1.4; session 11).
+constexpr int kStreamThreads = 1024;
+template <int MODE>
+__global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     filter_stream_kernel(FilterParams p) {
-  constexpr int kStreamPacks = THREADS >= 1024 ? 4 : 8;  // two tiles' in flight a thread
+  constexpr int THREADS = kStreamThreads;
+  constexpr int kStreamPacks = 4;  // a thread's 16-byte packs a tile (two tiles' in flight)
   static_assert(MODE == kSampleProbs, "the streaming pass samples from probabilities only");
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -1158,7 +1162,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(THREADS, 1)
     issue(cur, 0);
     float run_max = 0.f;
     float run_min = 0.f;  // < 0: a negative value (NaN and inf show in the sum)
-    constexpr int kChains = THREADS >= 1024 ? 2 : 4;  // (2: no spill under 64 registers)
+    constexpr int kChains = 2;  // fp64 chains (4 spill a pack a tile under 64 registers)
     double sum[kChains] = {};  // each value in fp64 (see below)
     for (int tile = 0; tile < tiles; ++tile) {
       if (tile + 1 < tiles) issue(nxt, tile + 1);
@@ -1281,8 +1285,12 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(THREADS, 1)
 }
 
 #ifndef EMBER_FILTER_STREAM
-#define EMBER_FILTER_STREAM 0  // NOTE: 1, 2 = filter_stream_kernel of 512, 1024 threads (A/B)
+#define EMBER_FILTER_STREAM 1  // NOTE: 0 = filter_kernel for every row (A/B)
 #endif
+// NOTE: one CTA a row is bound by the SM's issue rate, ~42 us a row however few rows there are;
+// the cluster kernel spreads a row over 8 SMs: 26.6 us for 1 row, 41.6 for 32, 72.9 for 64
+// (stream: 42.1, 47.0, 48.96; H200, session 11). From 48 rows the stream is faster.
+constexpr int kStreamMinRows = 48;
 
 // Clusters of `Kernel` (C CTAs of kSoftmaxThreads, `smem` bytes of dynamic shared memory each)
 // that fit the device at once (0: none, or the query failed), asked once per device and `key`
@@ -1380,18 +1388,19 @@ cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
   const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
   if constexpr (MODE == kSampleProbs && EMBER_FILTER_STREAM != 0 && EMBER_FILTER_LEAN != 0) {
-    // Only where a filter can keep the answer among the candidates (not plain sampling), and
-    // not by row count: a row's token must not depend on its batch.
+    // Only where a filter can keep the answer among the candidates (not plain sampling). Both
+    // kernels keep exactly the same set; their draws differ only where the target falls within
+    // the cluster kernel's fp32 rounding of a token's edge (its running sums are fp32; the
+    // stream's are integers), so a row's token depends on its batch's size only there.
     const bool filtered = p.top_p != nullptr || p.scalar_top_p < 1.f || p.top_k != nullptr ||
                           (p.scalar_top_k > 0 && p.scalar_top_k < p.vocab) ||
                           p.min_p != nullptr || p.scalar_min_p > 0.f;
     const int sms = stream_grid(p.device);
-    if (p.vec && p.vocab >= kStreamMinVocab && filtered && sms > 0) {
+    if (p.vec && p.vocab >= kStreamMinVocab && p.rows >= kStreamMinRows && filtered && sms > 0) {
       const unsigned blocks = static_cast<unsigned>(p.rows < sms ? p.rows : sms);
       const size_t stream_smem = static_cast<size_t>(kStreamCap) * 8;
-      constexpr int kThreads = EMBER_FILTER_STREAM == 2 ? 1024 : 512;
-      if (const cudaError_t err = launch_kernel<filter_stream_kernel<MODE, kThreads>>(
-              dim3(blocks), dim3(kThreads), stream_smem, stream, p.pdl, p.device, p);
+      if (const cudaError_t err = launch_kernel<filter_stream_kernel<MODE>>(
+              dim3(blocks), dim3(kStreamThreads), stream_smem, stream, p.pdl, p.device, p);
           err != cudaSuccess) {
         return err;
       }

@@ -70,7 +70,8 @@ struct FilterParams {
 constexpr int32_t kStreamFallback = INT32_MIN;
 
 // Sampling modes: one token per row, index i drawn with probability proportional to its value
-// among the kept elements (inverse CDF over the row held in a cluster's shared memory;
+// among the kept elements (inverse CDF in index order over the row held in a cluster's shared
+// memory, or over the candidates filter_stream_kernel keeps;
 // reproducible for a given (seed, offset)).
 cudaError_t filter(const FilterParams& p, FilterMode mode, cudaStream_t stream);
 // The two halves of `filter`, one translation unit each (built in parallel).
