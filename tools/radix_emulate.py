@@ -97,7 +97,12 @@ def select(v: np.ndarray, scale: np.float32, qy: Query) -> int | None:
 
 
 def threshold_key(
-    v: np.ndarray, top_k: int, top_p: float, min_p: float, relative: bool = False,
+    v: np.ndarray,
+    top_k: int,
+    top_p: float,
+    min_p: float,
+    *,
+    relative: bool = False,
     stream: np.random.Generator | None = None,
 ) -> int:
     """The kept set's key (keep ``order_key(v) >= it``). ``stream``: model filter_stream_kernel
@@ -163,7 +168,9 @@ def main() -> None:
         top_k = int(rng.integers(0, n + 2))
         top_p = float(rng.choice([0.0, 0.3, 0.9, 0.999, 1.0, float(rng.random())]))
         min_p = float(rng.choice([0, 0.05, 0.5]))
-        tau = threshold_key(v, top_k, top_p, min_p, args.relative, rng if args.stream else None)
+        tau = threshold_key(
+            v, top_k, top_p, min_p, relative=args.relative, stream=rng if args.stream else None
+        )
         kept = order_key(v) >= tau
         thr = filter_threshold_ref(x[None], top_k=top_k, top_p=top_p, min_p=min_p)[0]
         if not np.array_equal(kept, (x >= thr).numpy()):

@@ -15,7 +15,9 @@ TOOL = Path(__file__).resolve().parents[2] / "tools" / "radix_emulate.py"
 
 
 @pytest.mark.parametrize(
-    "layout", [[], ["--relative"], ["--relative", "--stream"]], ids=["absolute", "relative", "stream"]
+    "layout",
+    [[], ["--relative"], ["--relative", "--stream"]],
+    ids=["absolute", "relative", "stream"],
 )
 def test_model_matches_reference(monkeypatch, capsys, layout) -> None:
     # "relative": the digits of -DEMBER_FILTER_RELATIVE=1 (offsets from a bound at the cut)

@@ -620,8 +620,8 @@ __device__ __forceinline__ void add_mass(unsigned* lo, unsigned* hi, unsigned lo
 template <bool BY_MASS, bool NONNEG, int C = kSoftmaxCluster, bool CANDIDATES = false>
 __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, RadixSmem& h,
                                  int& pass, const float* v, int lo, int hi, float scale,
-                                 uint32_t floor, uint32_t cut, unsigned long long want,
-                                 float ratio, unsigned long long row_mass = 0ull) {
+                                 uint32_t floor, uint32_t cut, unsigned long long want, float ratio,
+                                 unsigned long long row_mass = 0ull) {
   const int t = static_cast<int>(threadIdx.x);
   const int lane = t % 32, warp = t / 32;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -1050,7 +1050,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 // all) is marked kStreamFallback and filter_kernel, launched after it, samples it as usual.
 // The draws: inverse CDF in index order over fixed-point masses, so a row's token depends on
 // the row and (seed, offset) only, not on the batch or the order of the atomics.
-constexpr int kStreamCap = 24576;    // candidates a row: 192 KB of values and indices
+constexpr int kStreamCap = 24576;  // candidates a row: 192 KB of values and indices
 constexpr int kStreamMinVocab = 32768;
 
 // The token drawn from the candidates whose key is >= tau (all of the row's kept elements),
@@ -1088,7 +1088,8 @@ __device__ __forceinline__ int sample_candidates(RadixSmem& h, int& pass, const 
     __syncthreads();
     // Thread t < 256 holds bin t: an inclusive scan over t runs up the indices.
     unsigned long long own = 0;
-    if (t < kBins) own = (static_cast<unsigned long long>(h.mass_hi[buf][t]) << 32) + h.mass_lo[buf][t];
+    if (t < kBins)
+      own = (static_cast<unsigned long long>(h.mass_hi[buf][t]) << 32) + h.mass_lo[buf][t];
     unsigned long long incl = own;
 #pragma unroll
     for (int o = 1; o < 32; o *= 2) {
@@ -1148,11 +1149,11 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
   int pass = 0;
   pdl_wait();
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.in) +
-                                                        row * p.in_row_stride);
+    const float4* src =
+        reinterpret_cast<const float4*>(static_cast<const float*>(p.in) + row * p.in_row_stride);
     if (t == 0) n_cand = 0;  // (every read of the previous row's count is behind a barrier)
     float4 cur[kStreamPacks], nxt[kStreamPacks];
-    auto issue = [&](float4 (&dst)[kStreamPacks], int tile) {
+    auto issue = [&](float4(&dst)[kStreamPacks], int tile) {
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
         const int i = tile * kTile + u * THREADS + t;
@@ -1161,9 +1162,9 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     };
     issue(cur, 0);
     float run_max = 0.f;
-    float run_min = 0.f;  // < 0: a negative value (NaN and inf show in the sum)
+    float run_min = 0.f;        // < 0: a negative value (NaN and inf show in the sum)
     constexpr int kChains = 2;  // fp64 chains (4 spill a pack a tile under 64 registers)
-    double sum[kChains] = {};  // each value in fp64 (see below)
+    double sum[kChains] = {};   // each value in fp64 (see below)
     for (int tile = 0; tile < tiles; ++tile) {
       if (tile + 1 < tiles) issue(nxt, tile + 1);
       float m = 0.f;
@@ -1393,8 +1394,8 @@ cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
     // the cluster kernel's fp32 rounding of a token's edge (its running sums are fp32; the
     // stream's are integers), so a row's token depends on its batch's size only there.
     const bool filtered = p.top_p != nullptr || p.scalar_top_p < 1.f || p.top_k != nullptr ||
-                          (p.scalar_top_k > 0 && p.scalar_top_k < p.vocab) ||
-                          p.min_p != nullptr || p.scalar_min_p > 0.f;
+                          (p.scalar_top_k > 0 && p.scalar_top_k < p.vocab) || p.min_p != nullptr ||
+                          p.scalar_min_p > 0.f;
     const int sms = stream_grid(p.device);
     if (p.vec && p.vocab >= kStreamMinVocab && p.rows >= kStreamMinRows && filtered && sms > 0) {
       const unsigned blocks = static_cast<unsigned>(p.rows < sms ? p.rows : sms);
