@@ -1130,20 +1130,19 @@ constexpr int kStreamThreads = 1024;
 template <int MODE>
 __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     filter_stream_kernel(FilterParams p) {
-  constexpr int THREADS = kStreamThreads;
   constexpr int kStreamPacks = 4;  // a thread's 16-byte packs a tile (two tiles' in flight)
   static_assert(MODE == kSampleProbs, "the streaming pass samples from probabilities only");
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) float cand_val[];  // [kStreamCap] values, [kStreamCap] indices
   int* cand_idx = reinterpret_cast<int*>(cand_val + kStreamCap);
-  __shared__ float tile_max[2][THREADS / 32];
-  __shared__ double part[THREADS / 32];
+  __shared__ float tile_max[2][kStreamThreads / 32];
+  __shared__ double part[kStreamThreads / 32];
   __shared__ int n_cand;
   __shared__ RadixSmem hist;
   const int t = static_cast<int>(threadIdx.x);
   const int lane = t % 32, warp = t / 32;
-  constexpr int kTile = kStreamPacks * THREADS;  // packs a tile
+  constexpr int kTile = kStreamPacks * kStreamThreads;  // packs a tile
   const int packs = static_cast<int>(p.vocab / 4);
   const int tiles = (packs + kTile - 1) / kTile;
   int pass = 0;
@@ -1156,7 +1155,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     auto issue = [&](float4(&dst)[kStreamPacks], int tile) {
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
-        const int i = tile * kTile + u * THREADS + t;
+        const int i = tile * kTile + u * kStreamThreads + t;
         dst[u] = i < packs ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
       }
     };
@@ -1184,7 +1183,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
       if (lane == 0) tile_max[tile & 1][warp] = m;
       __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
 #pragma unroll
-      for (int w = 0; w < THREADS / 32; ++w) run_max = fmaxf(run_max, tile_max[tile & 1][w]);
+      for (int w = 0; w < kStreamThreads / 32; ++w) run_max = fmaxf(run_max, tile_max[tile & 1][w]);
       // NOTE: the smallest positive float as the floor, so zeros never become candidates
       const float cutv = fmaxf(run_max * 1.52587890625e-05f, 1.401298464e-45f);
       int c = 0;
@@ -1210,7 +1209,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
 #pragma unroll
           for (int u = 0; u < kStreamPacks; ++u) {
             const float v[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
-            const int first = (tile * kTile + u * THREADS + t) * 4;
+            const int first = (tile * kTile + u * kStreamThreads + t) * 4;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
               if (v[j] >= cutv && (!guard || at < kStreamCap)) {
@@ -1241,7 +1240,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     const bool negative = __syncthreads_or(bad) != 0;  // also publishes part and the candidates
     double total = 0.0;
 #pragma unroll
-    for (int w = 0; w < THREADS / 32; ++w) total += part[w];
+    for (int w = 0; w < kStreamThreads / 32; ++w) total += part[w];
     // a NaN or an infinity makes the fp64 sum NaN or infinite (finite fp32 values cannot)
     const bool row_bad = negative || !isfinite(total);
     const int n = n_cand;
@@ -1257,7 +1256,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
       const bool use_p = top_p < 1.f;
       const float scale = kMassScale / row_max;
       const uint32_t cut = order_key(row_max * 1.52587890625e-05f);
-      const int seg = ((n + THREADS - 1) / THREADS) | 1;
+      const int seg = ((n + kStreamThreads - 1) / kStreamThreads) | 1;
       const int lo = min(n, t * seg), hi = min(n, lo + seg);
       uint32_t tau = 0;
       bool ok = true;
