@@ -879,9 +879,11 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
 // probabilities or masked logits all NaN.
 // NOTE: 3 CTAs per SM (40 registers a thread): a 128 256 vocabulary's 64 KB chunks then fit 3 to
 // an SM, and 128 rows take 2.6 waves instead of 3.9.
+// One row of filter_kernel (below), by every CTA of the cluster in step. Returns with every
+// remote read of this CTA's shared memory done; a caller that goes on to another row puts a
+// block barrier first (threads may still read the chunk).
 template <typename T, bool VEC, int MODE>
-__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 3)
-    filter_kernel(FilterParams p) {
+__device__ __forceinline__ void filter_row(const FilterParams& p, int64_t row) {
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) float chunk_smem[];  // [chunk], then 4 exchange slots
@@ -889,14 +891,9 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   __shared__ RadixSmem hist;
   float* exchange = chunk_smem + p.chunk;  // [0] max, [1] bad, [2] block total
   const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t row = blockIdx.x / kSoftmaxCluster;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
   const int n = chunk_length(p.vocab, p.chunk, begin);
   const T* in = static_cast<const T*>(p.in) + row * p.in_row_stride + begin;
-  pdl_wait();
-  if constexpr (MODE == kSampleProbs) {
-    if (p.only_marked && p.samples[row] != kStreamFallback) return;  // sampled by the stream
-  }
   float inv_t = 1.f;
   if constexpr (MODE == kSampleLogits) {
     inv_t = 1.f / (p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature);
@@ -995,7 +992,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 #pragma unroll
         for (int r = 0; r < kSoftmaxCluster; ++r) sum += *cluster.map_shared_rank(&dexchange, r);
         row_mass = row_mass_fixed(sum, scale);
-        // (dexchange is written once a launch; the CTAs leave only after later cluster barriers)
+        // (the peers' reads of dexchange are behind later cluster barriers of this row, which
+        // every CTA passes before it leaves or writes the next row's)
       }
       const uint32_t key_p = radix_select<true, kNonneg>(cluster, hist, pass, chunk_smem, lo, hi,
                                                          scale, tau, cut, 0ull, top_p, row_mass);
@@ -1035,6 +1033,48 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   }
 }
 
+template <typename T, bool VEC, int MODE>
+__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 3)
+    filter_kernel(FilterParams p) {
+  const int64_t row = blockIdx.x / kSoftmaxCluster;
+  pdl_wait();
+  if constexpr (MODE == kSampleProbs) {
+    if (p.only_marked && p.samples[row] != kStreamFallback) return;  // sampled by the stream
+  }
+  filter_row<T, VEC, MODE>(p, row);
+}
+
+// filter_stream_kernel's fallback: the rows it marked kStreamFallback, each sampled as
+// filter_kernel samples it, by a grid of the clusters that fit at once, cluster c taking rows c,
+// c + clusters, ... (every CTA of a cluster reads the same flags, so all take the same rows).
+// NOTE: filter_kernel over the whole batch, rows x 8 CTAs that nearly all read a flag and leave,
+// cost 3.94 us a call when no row fell back (128 rows; H200, session 11).
+template <typename T, int MODE>
+__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 3)
+    filter_marked_kernel(FilterParams p) {
+  static_assert(MODE == kSampleProbs, "only filter_stream_kernel marks rows");
+  __shared__ unsigned marked[kSoftmaxThreads / 32];  // bit j of word w: row first + (32w+j)c
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t clusters = gridDim.x / kSoftmaxCluster;
+  pdl_wait();
+  for (int64_t first = blockIdx.x / kSoftmaxCluster; first < p.rows;
+       first += clusters * kSoftmaxThreads) {
+    const int64_t mine = first + static_cast<int64_t>(threadIdx.x) * clusters;
+    const bool fell_back = mine < p.rows && p.samples[mine] == kStreamFallback;
+    const unsigned votes = __ballot_sync(0xffffffffu, fell_back);
+    if (lane == 0) marked[warp] = votes;
+    __syncthreads();
+    for (int w = 0; w < kSoftmaxThreads / 32; ++w) {
+      for (unsigned bits = marked[w]; bits != 0u; bits &= bits - 1u) {
+        __syncthreads();  // the previous row's threads are done with the chunk
+        filter_row<T, true, MODE>(p, first + (32 * w + __ffs(bits) - 1) * clusters);
+      }
+    }
+    __syncthreads();  // every read of `marked` is done before the next flags
+  }
+  pdl_launch_dependents();
+}
+
 // --- sampling from probabilities in one streaming pass ------------------------------------
 //
 // filter_stream_kernel: one CTA a row (a grid of one CTA an SM, looping over rows) reads the row
@@ -1047,9 +1087,10 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 // run). The thresholds then come from radix_select over the candidates (the top-p target from
 // that total), and the token from sample_candidates. A row the candidates cannot answer (more of
 // them than kStreamCap, a top-k or min-p threshold or top-p answer below the cut, no filter at
-// all) is marked kStreamFallback and filter_kernel, launched after it, samples it as usual.
-// The draws: inverse CDF in index order over fixed-point masses, so a row's token depends on
-// the row and (seed, offset) only, not on the batch or the order of the atomics.
+// all) is marked kStreamFallback and filter_marked_kernel, launched after it, samples it as
+// filter_kernel would. The draws: inverse CDF in index order over fixed-point masses, so a
+// row's token depends on the row and (seed, offset) only, not on the batch or the order of the
+// atomics.
 constexpr int kStreamCap = 24576;  // candidates a row: 192 KB of values and indices
 constexpr int kStreamMinVocab = 32768;
 
@@ -1182,8 +1223,13 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
       for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
       if (lane == 0) tile_max[tile & 1][warp] = m;
       __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
+      // NOTE: lane w reads warp w's maximum and a butterfly combines them (11 instructions a
+      // thread a tile, where each thread reading all 32 took 40)
+      static_assert(kStreamThreads / 32 == 32, "one warp maximum a lane");
+      float tm = tile_max[tile & 1][lane];
 #pragma unroll
-      for (int w = 0; w < kStreamThreads / 32; ++w) run_max = fmaxf(run_max, tile_max[tile & 1][w]);
+      for (int o = 16; o > 0; o /= 2) tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+      run_max = fmaxf(run_max, tm);
       // NOTE: the smallest positive float as the floor, so zeros never become candidates
       const float cutv = fmaxf(run_max * 1.52587890625e-05f, 1.401298464e-45f);
       int c = 0;
@@ -1286,6 +1332,10 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
 
 #ifndef EMBER_FILTER_STREAM
 #define EMBER_FILTER_STREAM 1  // NOTE: 0 = filter_kernel for every row (A/B)
+#endif
+#ifndef EMBER_FILTER_MARKED
+#define EMBER_FILTER_MARKED \
+  1  // NOTE: 0 = the stream's fallback is filter_kernel over all rows (A/B)
 #endif
 // NOTE: one CTA a row is bound by the SM's issue rate, ~42 us a row however few rows there are;
 // the cluster kernel spreads a row over 8 SMs: 26.6 us for 1 row, 41.6 for 32, 72.9 for 64
@@ -1406,6 +1456,15 @@ cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
       }
       FilterParams q = p;
       q.only_marked = true;
+      if constexpr (EMBER_FILTER_MARKED != 0) {
+        constexpr auto marked = filter_marked_kernel<T, MODE>;
+        const int clusters = resident_clusters<marked, kSoftmaxCluster>(p.device, p.chunk, smem);
+        if (clusters > 0) {
+          const int64_t used = p.rows < clusters ? p.rows : clusters;
+          return launch_kernel<marked>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
+                                       dim3(kSoftmaxThreads), smem, stream, p.pdl, p.device, q);
+        }
+      }
       return launch_kernel<filter_kernel<T, true, MODE>>(grid, dim3(kSoftmaxThreads), smem, stream,
                                                          p.pdl, p.device, q);
     }

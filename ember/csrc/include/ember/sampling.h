@@ -62,11 +62,12 @@ struct FilterParams {
   bool pdl;
   int device;
   // kSampleProbs, set by the launcher only: filter_kernel samples just the rows that
-  // filter_stream_kernel marked kStreamFallback (it left the others' samples final).
+  // filter_stream_kernel marked kStreamFallback (it left the others' samples final);
+  // filter_marked_kernel always does.
   bool only_marked;
 };
 
-// What filter_stream_kernel writes for a row it leaves to filter_kernel.
+// What filter_stream_kernel writes for a row it leaves to the cluster kernels.
 constexpr int32_t kStreamFallback = INT32_MIN;
 
 // Sampling modes: one token per row, index i drawn with probability proportional to its value
