@@ -8,8 +8,9 @@ Runs `ncu --import <rep> --page source --print-source sass --csv` and ranks its 
 "Instructions Executed" column; prints the total, the share by opcode (the first word of the
 SASS), and the top N lines with their share. Where the report has the warp-stall sampling
 column, it also ranks the lines by their samples (where the time goes, not only the issue
-slots). `--regions` splits the kernel at the given SASS addresses (from `cuobjdump -sass` of the
-same build: the loop, each select, the draw) and prints each region's share of both.
+slots). `--regions` splits the kernel at the given SASS offsets (from `cuobjdump -sass` of the
+same build: the loop, each select, the draw) and prints each region's share of both;
+`--csv-out` keeps the whole source page for a look afterwards.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("report")
     ap.add_argument("top", nargs="?", type=int, default=40)
-    ap.add_argument("--regions", default="", help="comma-separated SASS addresses to split at")
+    ap.add_argument("--regions", default="", help="comma-separated SASS offsets to split at")
+    ap.add_argument("--csv-out", default="", help="also write the source page's CSV here")
     args = ap.parse_args()
     text = subprocess.run(
         ["ncu", "--import", args.report, "--page", "source", "--print-source", "sass", "--csv"],
@@ -72,11 +74,16 @@ def main() -> int:
         words = [w for w in src.split() if not w.startswith("@")] or ["?"]
         by_op[words[0]] += n  # the opcode, past a predicate guard
     print("by opcode: " + ", ".join(f"{op} {n / total:.1%}" for op, n in by_op.most_common(14)))
+    if args.csv_out:
+        with open(args.csv_out, "w") as out:
+            out.write(text)
     if args.regions:
+        # the report's addresses are where the code was loaded: offsets from the kernel's first
+        base = min((int(a, 16) for _, _, a, _ in lines if a.strip()), default=0)
         edges = [int(a, 16) for a in args.regions.split(",")]
         share = collections.defaultdict(lambda: [0.0, 0.0])
         for n, s, addr, _ in lines:
-            at = int(addr, 16) if addr.strip() else 0
+            at = int(addr, 16) - base if addr.strip() else 0
             region = sum(1 for e in edges if at >= e)  # 0: before the first edge
             share[region][0] += n
             share[region][1] += s

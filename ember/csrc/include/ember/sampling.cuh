@@ -1057,6 +1057,15 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t clusters = gridDim.x / kSoftmaxCluster;
   pdl_wait();
+  // NOTE: whether any of this cluster's rows fell back, first: ptxas hoists the row loop's
+  // distributed-shared-memory addresses to its preheader, ~220 bytes of local-memory stores a
+  // thread, which cost 12 us a launch that found no marked row (H200, 128 rows, session 12)
+  bool any = false;
+  for (int64_t r = blockIdx.x / kSoftmaxCluster + static_cast<int64_t>(threadIdx.x) * clusters;
+       r < p.rows; r += clusters * kSoftmaxThreads) {
+    any |= p.samples[r] == kStreamFallback;
+  }
+  if (__syncthreads_or(any) == 0) return;  // (every CTA of the cluster reads the same flags)
   for (int64_t first = blockIdx.x / kSoftmaxCluster; first < p.rows;
        first += clusters * kSoftmaxThreads) {
     const int64_t mine = first + static_cast<int64_t>(threadIdx.x) * clusters;
@@ -1168,6 +1177,9 @@ __device__ __forceinline__ int sample_candidates(RadixSmem& h, int& pass, const 
 // per-value work is dependent chains, and twice the warps hide them (H200, 128 x 128 256 top-p:
 // 53.41 against 60.03 us, IPC 2.2 against 1.4; session 11).
 constexpr int kStreamThreads = 1024;
+#ifndef EMBER_STREAM_KEPT
+#define EMBER_STREAM_KEPT 1  // NOTE: 0 = the draw's levels walk the whole candidate list (A/B)
+#endif
 template <int MODE>
 __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     filter_stream_kernel(FilterParams p) {
@@ -1179,7 +1191,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
   int* cand_idx = reinterpret_cast<int*>(cand_val + kStreamCap);
   __shared__ float tile_max[2][kStreamThreads / 32];
   __shared__ double part[kStreamThreads / 32];
-  __shared__ int n_cand;
+  __shared__ int n_cand, n_kept;
   __shared__ RadixSmem hist;
   const int t = static_cast<int>(threadIdx.x);
   const int lane = t % 32, warp = t / 32;
@@ -1223,13 +1235,11 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
       for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
       if (lane == 0) tile_max[tile & 1][warp] = m;
       __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
-      // NOTE: lane w reads warp w's maximum and a butterfly combines them (11 instructions a
-      // thread a tile, where each thread reading all 32 took 40)
-      static_assert(kStreamThreads / 32 == 32, "one warp maximum a lane");
-      float tm = tile_max[tile & 1][lane];
+      // NOTE: every thread reads the 32 warp maxima; lane w reading warp w's and a butterfly
+      // (11 instructions, not 40) made ptxas spill in this loop: 54.2 against 49.1 us (H200,
+      // 128 x 128 256 top-p, session 12)
 #pragma unroll
-      for (int o = 16; o > 0; o /= 2) tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
-      run_max = fmaxf(run_max, tm);
+      for (int w = 0; w < kStreamThreads / 32; ++w) run_max = fmaxf(run_max, tile_max[tile & 1][w]);
       // NOTE: the smallest positive float as the floor, so zeros never become candidates
       const float cutv = fmaxf(run_max * 1.52587890625e-05f, 1.401298464e-45f);
       int c = 0;
@@ -1321,7 +1331,34 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
       if (min_p > 0.f) tau = max(tau, order_key(fminf(min_p, 1.f) * row_max));
       if (ok && tau >= cut) {
         const float u = uniform01(p.seed, p.offset, static_cast<uint64_t>(row));
-        token = sample_candidates(hist, pass, cand_val, cand_idx, n, tau, scale, p.vocab, u);
+        const float* val = cand_val;
+        const int* idx = cand_idx;
+        int m = n;
+        if constexpr (EMBER_STREAM_KEPT != 0) {
+          // The kept candidates (key >= tau) copied after the list, one warp vote a step, so
+          // the draw's levels walk them instead of the whole list (the same set: the same token)
+          if (t == 0) n_kept = 0;
+          __syncthreads();
+          for (int first = 0; first < n; first += kStreamThreads) {
+            const int i = first + t;
+            const bool keep = i < n && key_of<true>(cand_val[i]) >= tau;
+            const unsigned votes = __ballot_sync(0xffffffffu, keep);
+            int base = 0;
+            if (lane == 0 && votes != 0u) base = atomicAdd(&n_kept, __popc(votes));
+            base = n + __shfl_sync(0xffffffffu, base, 0) + __popc(votes & ((1u << lane) - 1u));
+            if (keep && base < kStreamCap) {
+              cand_val[base] = cand_val[i];
+              cand_idx[base] = cand_idx[i];
+            }
+          }
+          __syncthreads();
+          if (n + n_kept <= kStreamCap) {  // (else the copy was cut short: the whole list)
+            val = cand_val + n;
+            idx = cand_idx + n;
+            m = n_kept;
+          }
+        }
+        token = sample_candidates(hist, pass, val, idx, m, tau, scale, p.vocab, u);
       }
     }
     if (t == 0) p.samples[row] = token;
