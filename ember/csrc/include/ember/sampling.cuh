@@ -806,7 +806,21 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
         for (int o = 16; o > 0; o /= 2) rest += __shfl_xor_sync(0xffffffffu, rest, o);
         if (lane == 0 && rest != 0ull) atomicAdd(&h.rest[buf], rest);  // once per warp
       }
-      cluster.sync();
+      // NOTE: a one-CTA "cluster" (filter_stream_kernel) takes a block barrier and its own
+      // shared memory: cluster.sync() is also a GPU-scope fence and an L1 invalidation, and its
+      // wait was the stream's largest stall outside the tile loop (H200, session 12)
+      if constexpr (C == 1) {
+        __syncthreads();
+      } else {
+        cluster.sync();
+      }
+      auto peer = [&cluster](auto* at, int r) {
+        if constexpr (C == 1) {
+          return at;
+        } else {
+          return cluster.map_shared_rank(at, r);
+        }
+      };
       // Thread t < 256 holds bin 255 - t: an inclusive scan over t runs from the largest keys
       // down.
       unsigned long long own = 0, rest_all = 0;
@@ -815,13 +829,13 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
 #pragma unroll
         for (int r = 0; r < C; ++r) {
           if (BY_MASS) {
-            const unsigned l = cluster.map_shared_rank(&h.mass_lo[buf][bin], r)[0];
-            const unsigned u = cluster.map_shared_rank(&h.mass_hi[buf][bin], r)[0];
+            const unsigned l = *peer(&h.mass_lo[buf][bin], r);
+            const unsigned u = *peer(&h.mass_hi[buf][bin], r);
             own += (static_cast<unsigned long long>(u) << 32) + l;
           } else {
-            own += cluster.map_shared_rank(&h.cnt[buf][bin], r)[0];
+            own += *peer(&h.cnt[buf][bin], r);
           }
-          if (split) rest_all += cluster.map_shared_rank(&h.rest[buf], r)[0];
+          if (split) rest_all += *peer(&h.rest[buf], r);
         }
       }
       unsigned long long incl = own;
@@ -1177,6 +1191,17 @@ __device__ __forceinline__ int sample_candidates(RadixSmem& h, int& pass, const 
 // per-value work is dependent chains, and twice the warps hide them (H200, 128 x 128 256 top-p:
 // 53.41 against 60.03 us, IPC 2.2 against 1.4; session 11).
 constexpr int kStreamThreads = 1024;
+// EMBER_STREAM_LEAN, bits (A/B, session 12): 1 = the running maximum through one warp
+// reduction (REDUX) and one shared atomic max a warp a tile, where every thread read the 32 warp
+// maxima (40 instructions a tile); 2 = negative values found by OR-ing the values' sign bits (the
+// row then goes to the cluster kernel, which tells -0 from a negative value) instead of a running
+// minimum. 0: the session 11 forms. EMBER_STREAM_CHAINS: the fp64 sums a thread keeps.
+#ifndef EMBER_STREAM_LEAN
+#define EMBER_STREAM_LEAN 3
+#endif
+#ifndef EMBER_STREAM_CHAINS
+#define EMBER_STREAM_CHAINS 1
+#endif
 #ifndef EMBER_STREAM_KEPT
 #define EMBER_STREAM_KEPT 1  // NOTE: 0 = the draw's levels walk the whole candidate list (A/B)
 #endif
@@ -1190,6 +1215,9 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
   extern __shared__ __align__(16) float cand_val[];  // [kStreamCap] values, [kStreamCap] indices
   int* cand_idx = reinterpret_cast<int*>(cand_val + kStreamCap);
   __shared__ float tile_max[2][kStreamThreads / 32];
+  // LEAN: [tile & 1]: the bits of the row's maximum through this tile, each warp's atomic max
+  // of its tile maximum and the running maximum through the tile before
+  __shared__ unsigned max_bits[2];
   __shared__ double part[kStreamThreads / 32];
   __shared__ int n_cand, n_kept;
   __shared__ RadixSmem hist;
@@ -1199,6 +1227,8 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
   const int packs = static_cast<int>(p.vocab / 4);
   const int tiles = (packs + kTile - 1) / kTile;
   int pass = 0;
+  if (EMBER_STREAM_LEAN && t == 0) max_bits[0] = max_bits[1] = 0u;  // (reset again each row)
+  __syncthreads();
   pdl_wait();
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const float4* src =
@@ -1214,16 +1244,22 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     };
     issue(cur, 0);
     float run_max = 0.f;
-    float run_min = 0.f;        // < 0: a negative value (NaN and inf show in the sum)
-    constexpr int kChains = 2;  // fp64 chains (4 spill a pack a tile under 64 registers)
-    double sum[kChains] = {};   // each value in fp64 (see below)
+    float run_min = 0.f;  // < 0: a negative value (NaN and inf show in the sum)
+    uint32_t signs = 0u;  // LEAN: the OR of the values' bits (a sign: a negative value, or -0)
+    constexpr int kChains = EMBER_STREAM_CHAINS;  // (4 spill a pack a tile under 64 registers)
+    double sum[kChains] = {};                     // each value in fp64 (see below)
     for (int tile = 0; tile < tiles; ++tile) {
       if (tile + 1 < tiles) issue(nxt, tile + 1);
       float m = 0.f;
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
         m = fmaxf(fmaxf(m, fmaxf(cur[u].x, cur[u].y)), fmaxf(cur[u].z, cur[u].w));
-        run_min = fminf(fminf(run_min, fminf(cur[u].x, cur[u].y)), fminf(cur[u].z, cur[u].w));
+        if (EMBER_STREAM_LEAN & 2) {
+          signs |= __float_as_uint(cur[u].x) | __float_as_uint(cur[u].y) |
+                   __float_as_uint(cur[u].z) | __float_as_uint(cur[u].w);
+        } else {
+          run_min = fminf(fminf(run_min, fminf(cur[u].x, cur[u].y)), fminf(cur[u].z, cur[u].w));
+        }
         // NOTE: each value in fp64: an fp32 pair sum would round the maximum's pack by ~2^16
         // fixed-point units, enough to move a top-p target against the other paths'
         sum[0] += static_cast<double>(cur[u].x);
@@ -1231,15 +1267,26 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
         sum[2 % kChains] += static_cast<double>(cur[u].z);
         sum[3 % kChains] += static_cast<double>(cur[u].w);
       }
+      if (EMBER_STREAM_LEAN & 1) {
+        // m >= 0 (from 0, fmaxf drops NaN): its bits order as the values; the sign bit is
+        // cleared for a -0. The word [tile & 1] was last read before the previous barrier.
+        const unsigned wm = __reduce_max_sync(0xffffffffu, __float_as_uint(m) & 0x7fffffffu);
+        if (lane == 0) atomicMax(&max_bits[tile & 1], max(wm, __float_as_uint(run_max)));
+        __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
+        run_max = __uint_as_float(max_bits[tile & 1]);
+      } else {
 #pragma unroll
-      for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-      if (lane == 0) tile_max[tile & 1][warp] = m;
-      __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
-      // NOTE: every thread reads the 32 warp maxima; lane w reading warp w's and a butterfly
-      // (11 instructions, not 40) made ptxas spill in this loop: 54.2 against 49.1 us (H200,
-      // 128 x 128 256 top-p, session 12)
+        for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0) tile_max[tile & 1][warp] = m;
+        __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
+        // NOTE: every thread reads the 32 warp maxima; lane w reading warp w's and a butterfly
+        // (11 instructions, not 40) made ptxas spill in this loop: 54.2 against 49.1 us (H200,
+        // 128 x 128 256 top-p, session 12)
 #pragma unroll
-      for (int w = 0; w < kStreamThreads / 32; ++w) run_max = fmaxf(run_max, tile_max[tile & 1][w]);
+        for (int w = 0; w < kStreamThreads / 32; ++w) {
+          run_max = fmaxf(run_max, tile_max[tile & 1][w]);
+        }
+      }
       // NOTE: the smallest positive float as the floor, so zeros never become candidates
       const float cutv = fmaxf(run_max * 1.52587890625e-05f, 1.401298464e-45f);
       int c = 0;
@@ -1288,7 +1335,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     double row_sum = sum[0];
 #pragma unroll
     for (int i = 1; i < kChains; ++i) row_sum += sum[i];
-    const bool bad = run_min < 0.f;
+    const bool bad = (EMBER_STREAM_LEAN & 2) ? (signs >> 31) != 0u : run_min < 0.f;
     // The row's total in a fixed order: lane 0's butterfly sum a warp, then the warps in turn.
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) row_sum += __shfl_xor_sync(0xffffffffu, row_sum, o);
@@ -1298,11 +1345,13 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
 #pragma unroll
     for (int w = 0; w < kStreamThreads / 32; ++w) total += part[w];
     // a NaN or an infinity makes the fp64 sum NaN or infinite (finite fp32 values cannot)
-    const bool row_bad = negative || !isfinite(total);
+    const bool row_bad = (!(EMBER_STREAM_LEAN & 2) && negative) || !isfinite(total);
     const int n = n_cand;
     const float row_max = run_max;
     int32_t token = kStreamFallback;
-    if (row_bad || !(row_max > 0.f)) {
+    if ((EMBER_STREAM_LEAN & 2) && negative && !row_bad) {
+      // a sign bit: a negative value (a bad row) or a -0 (a zero): filter_kernel tells them apart
+    } else if (row_bad || !(row_max > 0.f)) {
       token = -1;  // NaN, infinite or negative values, or no mass (filter_kernel's -1 rows)
     } else if (n <= kStreamCap) {
       const int k = p.top_k != nullptr ? p.top_k[row] : p.scalar_top_k;
@@ -1361,7 +1410,10 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
         token = sample_candidates(hist, pass, val, idx, m, tau, scale, p.vocab, u);
       }
     }
-    if (t == 0) p.samples[row] = token;
+    if (t == 0) {
+      p.samples[row] = token;
+      if (EMBER_STREAM_LEAN) max_bits[0] = max_bits[1] = 0u;  // (last read in the tile loop)
+    }
     __syncthreads();  // the candidates and n_cand are read no more before the next row's
   }
   pdl_launch_dependents();
@@ -1371,8 +1423,9 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
 #define EMBER_FILTER_STREAM 1  // NOTE: 0 = filter_kernel for every row (A/B)
 #endif
 #ifndef EMBER_FILTER_MARKED
-#define EMBER_FILTER_MARKED \
-  1  // NOTE: 0 = the stream's fallback is filter_kernel over all rows (A/B)
+// NOTE: the rows of the batch a cluster of filter_marked_kernel takes at least (its grid is rows
+// / this, at most what fits); 0 = the stream's fallback is filter_kernel over all rows (A/B)
+#define EMBER_FILTER_MARKED 1
 #endif
 // NOTE: one CTA a row is bound by the SM's issue rate, ~42 us a row however few rows there are;
 // the cluster kernel spreads a row over 8 SMs: 26.6 us for 1 row, 41.6 for 32, 72.9 for 64
@@ -1497,7 +1550,8 @@ cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
         constexpr auto marked = filter_marked_kernel<T, MODE>;
         const int clusters = resident_clusters<marked, kSoftmaxCluster>(p.device, p.chunk, smem);
         if (clusters > 0) {
-          const int64_t used = p.rows < clusters ? p.rows : clusters;
+          const int64_t want = (p.rows + EMBER_FILTER_MARKED - 1) / EMBER_FILTER_MARKED;
+          const int64_t used = want < clusters ? want : clusters;
           return launch_kernel<marked>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
                                        dim3(kSoftmaxThreads), smem, stream, p.pdl, p.device, q);
         }
