@@ -311,7 +311,11 @@ def sampling_from_logits(
 ) -> Any:
     """One token per row from ``softmax(logits / temperature)``, in one kernel: the logits are
     read once and no probabilities are written. Filters, seeds and output as
-    :func:`sampling_from_probs` (top-k/top-p/min-p apply to the tempered probabilities).
+    :func:`sampling_from_probs` (top-k/top-p/min-p apply to the tempered probabilities). With
+    ``top_k`` or ``min_p``, fp32 logits and 48 rows or more, each row is streamed through one
+    CTA that keeps only the logits within 11.25 of the running maximum (top-p alone needs the
+    whole row's mass, so it takes the cluster path), with the same kept set and draws as
+    :func:`sampling_from_probs` describes for its two paths.
 
     ``logits``: ``[rows, vocab]`` bf16/fp16/fp32; ``temperature``: ``None`` (1), a float > 0 or
     an fp32 ``[rows]`` tensor. ``-inf`` logits are never drawn; a row with a NaN or ``+inf``

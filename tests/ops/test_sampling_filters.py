@@ -361,3 +361,75 @@ def test_stream_bad_and_empty_rows_and_mixed_parameters():
     ok = [r for r in range(rows) if r not in (3, 4, 5)]
     thr = filter_threshold_ref(probs[ok], top_p=p[ok], top_k=k[ok])
     assert bool(in_kept_set(probs[ok], s[ok], thr).all())
+
+
+# --- the streaming kernel from logits: fp32 logits under top-k or min-p, 48 rows or more. The
+# candidates are the logits within 11.25 of the running maximum, scored as filter_kernel's
+# exp(x - max) once the maximum is known; top-p alone takes the cluster kernel.
+
+
+def tempered(logits: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(logits.double() / t.double()[:, None], -1).float()
+
+
+def test_stream_logits_draws_are_kept_and_do_not_depend_on_the_batch():
+    rows, vocab = 200, 128256
+    g = torch.Generator(device="cuda").manual_seed(5)
+    logits = 4 * torch.randn(rows, vocab, device="cuda", generator=g)
+    logits[1::4] *= 0.05  # flat rows: more candidates than the list holds, the fallback
+    logits[2::4, ::3] = float("-inf")
+    t = torch.rand(rows, device="cuda", generator=g) + 0.5
+    probs = tempered(logits, t)
+    # the kernel's masses differ from fp64's in the 6th digit: loosen top-p by 0.001
+    thr = filter_threshold_ref(probs, top_k=50, top_p=0.901)
+    a = ember.top_k_top_p_sampling_from_logits(logits, 50, 0.9, t, seed=3, offset=1)
+    again = ember.top_k_top_p_sampling_from_logits(logits, 50, 0.9, t, seed=3, offset=1)
+    assert torch.equal(a, again)
+    picked = probs.gather(1, a.long()[:, None])[:, 0]
+    assert bool((picked >= thr * (1 - 1e-4)).all()) and bool((picked > 0).all())
+    # 60 rows alone (the stream, a grid of 60) and 7 (the cluster kernel): the same tokens
+    first = ember.top_k_top_p_sampling_from_logits(logits[:60], 50, 0.9, t[:60], seed=3, offset=1)
+    assert torch.equal(a[:60], first)
+    seven = ember.top_k_top_p_sampling_from_logits(logits[:7], 50, 0.9, t[:7], seed=3, offset=1)
+    assert torch.equal(a[:7], seven)
+
+
+def test_stream_logits_bad_rows_and_per_row_filters():
+    rows, vocab = 60, 65536
+    g = torch.Generator(device="cuda").manual_seed(6)
+    logits = 4 * torch.randn(rows, vocab, device="cuda", generator=g)
+    logits[3, 17] = float("nan")
+    logits[4, 9] = float("inf")
+    logits[5] = float("-inf")
+    logits[6, 0] = -float("nan")  # a NaN with its sign bit set
+    k = torch.full((rows,), 20, dtype=torch.int32, device="cuda")
+    k[7] = 0  # top-p alone on this row: the whole row's mass, the fallback
+    p = torch.full((rows,), 0.95, device="cuda")
+    s = ember.sampling_from_logits(logits, 0.7, top_k=k, top_p=p, seed=2)
+    assert s[[3, 4, 5, 6]].tolist() == [-1, -1, -1, -1]
+    ok = [r for r in range(rows) if r not in (3, 4, 5, 6)]
+    t = torch.full((rows,), 0.7, device="cuda")
+    probs = tempered(logits[ok], t[ok])
+    thr = filter_threshold_ref(probs, top_k=k[ok], top_p=p[ok] + 0.001)
+    picked = probs.gather(1, s[ok].long()[:, None])[:, 0]
+    assert bool((picked >= thr * (1 - 1e-4)).all()) and bool((picked > 0).all())
+    with pytest.raises(ValueError, match=r"rows \[3, 4, 5, 6\] have NaN or Inf logits"):
+        ember.sampling_from_logits(logits, 0.7, top_k=k, top_p=p, seed=2, check=True)
+
+
+@pytest.mark.parametrize("filt", [{"top_k": 10}, {"min_p": 0.01}, {"top_k": 10, "top_p": 0.999}])
+def test_stream_logits_draws_follow_the_distribution(filt):
+    # 10 weighted tokens over a 65 536 vocabulary (-inf elsewhere), all kept, temperature 2:
+    # chi-square of 50 000 draws below the 0.999 quantile (9 degrees of freedom)
+    where = torch.tensor([5, 100, 9000, 17000, 25000, 33000, 41000, 49000, 57000, 65530])
+    weights = torch.tensor([1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    logits = torch.full((1000, 65536), float("-inf"), device="cuda")
+    logits[:, where.cuda()] = 2 * weights.log().cuda()
+    counts = torch.zeros(65536, device="cuda")
+    for off in range(50):
+        s = ember.sampling_from_logits(logits, 2.0, **filt, seed=77, offset=off)
+        counts += torch.bincount(s.long(), minlength=65536).float()
+    assert counts.sum() == 50_000 and counts[where.cuda()].sum() == 50_000
+    expected = (weights / weights.sum() * 50_000).cuda()
+    chi2 = ((counts[where.cuda()] - expected) ** 2 / expected).sum().item()
+    assert chi2 < 27.9, chi2

@@ -10,14 +10,16 @@
 // then each CTA writes its chunk of probabilities. (EMBER_SOFTMAX_ONLINE=0: the maxima, then the
 // sums of exponentials, in two exchanges.) The logits are read once and the probabilities written
 // once: no second pass over a row that does not fit in L2. The filters: "thresholds without
-// sorting"; sampling from probabilities over many rows streams each row through one CTA that
-// keeps only its candidates (filter_stream_kernel, "in one streaming pass").
+// sorting"; sampling from probabilities (or fp32 logits under top-k or min-p) over many rows
+// streams each row through one CTA that keeps only its candidates (filter_stream_kernel, "in one
+// streaming pass").
 #pragma once
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ember/dtype.cuh"
 #include "ember/launch.cuh"
@@ -377,6 +379,18 @@ __device__ __forceinline__ float block_exclusive_scan(float v, float* scratch, f
 __device__ __forceinline__ uint32_t order_key(float x) {
   const uint32_t b = __float_as_uint(x);
   return (b & 0x80000000u) != 0u ? ~b : (b | 0x80000000u);
+}
+
+// The float whose order_key is `k`.
+__device__ __forceinline__ float from_order_key(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) != 0u ? (k & 0x7fffffffu) : ~k);
+}
+
+// max(a, b), NaN if either is (fmaxf returns the other operand).
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
 }
 
 #ifndef EMBER_FILTER_LEAN
@@ -1052,7 +1066,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     filter_kernel(FilterParams p) {
   const int64_t row = blockIdx.x / kSoftmaxCluster;
   pdl_wait();
-  if constexpr (MODE == kSampleProbs) {
+  if constexpr (MODE == kSampleProbs || MODE == kSampleLogits) {
     if (p.only_marked && p.samples[row] != kStreamFallback) return;  // sampled by the stream
   }
   filter_row<T, VEC, MODE>(p, row);
@@ -1066,7 +1080,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 template <typename T, int MODE>
 __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads, 3)
     filter_marked_kernel(FilterParams p) {
-  static_assert(MODE == kSampleProbs, "only filter_stream_kernel marks rows");
+  static_assert(MODE == kSampleProbs || MODE == kSampleLogits, "only the stream marks rows");
   __shared__ unsigned marked[kSoftmaxThreads / 32];  // bit j of word w: row first + (32w+j)c
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t clusters = gridDim.x / kSoftmaxCluster;
@@ -1098,14 +1112,14 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
   pdl_launch_dependents();
 }
 
-// --- sampling from probabilities in one streaming pass ------------------------------------
+// --- sampling from probabilities (or fp32 logits) in one streaming pass ------------------
 //
 // filter_stream_kernel: one CTA a row (a grid of one CTA an SM, looping over rows) reads the row
 // once from global memory in tiles of kStreamPacks 16-byte packs a thread, the next tile's loads
 // in flight while it works on the current one, and keeps in shared memory only the candidates:
 // the values at or above the running maximum's 2^-16 (the tiles so far, the current one
 // included; the row maximum's 2^-16 is filter_kernel's cut, and the running one is never above
-// it). A peaked row (softmax of 4 randn over 128 256) keeps ~3 % of its values. It also adds the
+// it). A peaked row (softmax of 4 randn over 128 256) keeps ~5 % of its values. It also adds the
 // whole row up in fp64 (each thread in its own order, then a fixed tree: the same total on every
 // run). The thresholds then come from radix_select over the candidates (the top-p target from
 // that total), and the token from sample_candidates. A row the candidates cannot answer (more of
@@ -1113,7 +1127,8 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 // all) is marked kStreamFallback and filter_marked_kernel, launched after it, samples it as
 // filter_kernel would. The draws: inverse CDF in index order over fixed-point masses, so a
 // row's token depends on the row and (seed, offset) only, not on the batch or the order of the
-// atomics.
+// atomics. From logits (fp32, top-k or min-p: a top-p target alone is a share of the whole row,
+// which it does not hold), see the kernel.
 constexpr int kStreamCap = 24576;  // candidates a row: 192 KB of values and indices
 constexpr int kStreamMinVocab = 32768;
 
@@ -1209,7 +1224,14 @@ template <int MODE>
 __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     filter_stream_kernel(FilterParams p) {
   constexpr int kStreamPacks = 4;  // a thread's 16-byte packs a tile (two tiles' in flight)
-  static_assert(MODE == kSampleProbs, "the streaming pass samples from probabilities only");
+  static_assert(MODE == kSampleProbs || MODE == kSampleLogits, "the streaming pass samples");
+  // Logits (fp32), x the value times 1 / temperature: the candidates are the values whose x is
+  // within 11.25 (more than 16 ln 2) of the running maximum, found on the raw values (scaling
+  // by a positive number keeps the order: the row's maximum x is its maximum value's), kept as
+  // they are, and become exp(x - max) (filter_kernel's masses, bit for bit) once the row's
+  // maximum is known. (Scaling each value in the loop made ptxas spill.)
+  constexpr bool kLogits = MODE == kSampleLogits;
+  constexpr bool kRedux = kLogits || (EMBER_STREAM_LEAN & 1) != 0;
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) float cand_val[];  // [kStreamCap] values, [kStreamCap] indices
@@ -1227,32 +1249,43 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
   const int packs = static_cast<int>(p.vocab / 4);
   const int tiles = (packs + kTile - 1) / kTile;
   int pass = 0;
-  if (EMBER_STREAM_LEAN && t == 0) max_bits[0] = max_bits[1] = 0u;  // (reset again each row)
+  if (kRedux && t == 0) max_bits[0] = max_bits[1] = 0u;  // (reset again each row)
   __syncthreads();
   pdl_wait();
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const float4* src =
         reinterpret_cast<const float4*>(static_cast<const float*>(p.in) + row * p.in_row_stride);
-    if (t == 0) n_cand = 0;  // (every read of the previous row's count is behind a barrier)
+    if (t == 0) n_cand = 0;         // (every read of the previous row's count is behind a barrier)
+    float inv_t = 1.f, span = 0.f;  // logits: 11.25 in x, in raw units
+    if constexpr (kLogits) {
+      inv_t = 1.f / (p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature);
+      span = 11.25f / inv_t;
+    }
+    constexpr float kPad = kLogits ? -INFINITY : 0.f;  // past the row: never a candidate
     float4 cur[kStreamPacks], nxt[kStreamPacks];
     auto issue = [&](float4(&dst)[kStreamPacks], int tile) {
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
         const int i = tile * kTile + u * kStreamThreads + t;
-        dst[u] = i < packs ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        dst[u] = i < packs ? src[i] : make_float4(kPad, kPad, kPad, kPad);
       }
     };
     issue(cur, 0);
-    float run_max = 0.f;
+    float run_max = kLogits ? -INFINITY : 0.f;
     float run_min = 0.f;  // < 0: a negative value (NaN and inf show in the sum)
     uint32_t signs = 0u;  // LEAN: the OR of the values' bits (a sign: a negative value, or -0)
     constexpr int kChains = EMBER_STREAM_CHAINS;  // (4 spill a pack a tile under 64 registers)
     double sum[kChains] = {};                     // each value in fp64 (see below)
     for (int tile = 0; tile < tiles; ++tile) {
       if (tile + 1 < tiles) issue(nxt, tile + 1);
-      float m = 0.f;
+      float m = kLogits ? -INFINITY : 0.f;
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
+        if constexpr (kLogits) {
+          // a NaN propagates (the row is then bad; +inf shows in the maximum too)
+          m = fmax_nan(fmax_nan(m, fmax_nan(cur[u].x, cur[u].y)), fmax_nan(cur[u].z, cur[u].w));
+          continue;
+        }
         m = fmaxf(fmaxf(m, fmaxf(cur[u].x, cur[u].y)), fmaxf(cur[u].z, cur[u].w));
         if (EMBER_STREAM_LEAN & 2) {
           signs |= __float_as_uint(cur[u].x) | __float_as_uint(cur[u].y) |
@@ -1267,7 +1300,13 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
         sum[2 % kChains] += static_cast<double>(cur[u].z);
         sum[3 % kChains] += static_cast<double>(cur[u].w);
       }
-      if (EMBER_STREAM_LEAN & 1) {
+      if constexpr (kLogits) {
+        // order_key bits (a NaN of either sign made the largest), the same word protocol
+        const unsigned wm = __reduce_max_sync(0xffffffffu, isnan(m) ? ~0u : order_key(m));
+        if (lane == 0) atomicMax(&max_bits[tile & 1], max(wm, order_key(run_max)));
+        __syncthreads();  // (also orders the reset of n_cand before the first tile's appends)
+        run_max = from_order_key(max_bits[tile & 1]);
+      } else if (EMBER_STREAM_LEAN & 1) {
         // m >= 0 (from 0, fmaxf drops NaN): its bits order as the values; the sign bit is
         // cleared for a -0. The word [tile & 1] was last read before the previous barrier.
         const unsigned wm = __reduce_max_sync(0xffffffffu, __float_as_uint(m) & 0x7fffffffu);
@@ -1288,7 +1327,13 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
         }
       }
       // NOTE: the smallest positive float as the floor, so zeros never become candidates
-      const float cutv = fmaxf(run_max * 1.52587890625e-05f, 1.401298464e-45f);
+      float cutv = fmaxf(run_max * 1.52587890625e-05f, 1.401298464e-45f);
+      if constexpr (kLogits) {
+        // exp(x - max) >= 2^-16 needs x >= max - 11.09; the slack (11.25, and 2^-20 of the
+        // maximum) covers the scaling's, __expf's and the subtraction's rounding; -FLT_MAX as
+        // the floor: -inf (no mass) is never a candidate
+        cutv = fmaxf(run_max - (span + fabsf(run_max) * 9.5367431640625e-07f), -3.402823466e38f);
+      }
       int c = 0;
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) {
@@ -1332,28 +1377,53 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
 #pragma unroll
       for (int u = 0; u < kStreamPacks; ++u) cur[u] = nxt[u];
     }
-    double row_sum = sum[0];
-#pragma unroll
-    for (int i = 1; i < kChains; ++i) row_sum += sum[i];
-    const bool bad = (EMBER_STREAM_LEAN & 2) ? (signs >> 31) != 0u : run_min < 0.f;
-    // The row's total in a fixed order: lane 0's butterfly sum a warp, then the warps in turn.
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) row_sum += __shfl_xor_sync(0xffffffffu, row_sum, o);
-    if (lane == 0) part[warp] = row_sum;
-    const bool negative = __syncthreads_or(bad) != 0;  // also publishes part and the candidates
-    double total = 0.0;
-#pragma unroll
-    for (int w = 0; w < kStreamThreads / 32; ++w) total += part[w];
-    // a NaN or an infinity makes the fp64 sum NaN or infinite (finite fp32 values cannot)
-    const bool row_bad = (!(EMBER_STREAM_LEAN & 2) && negative) || !isfinite(total);
-    const int n = n_cand;
-    const float row_max = run_max;
     int32_t token = kStreamFallback;
-    if ((EMBER_STREAM_LEAN & 2) && negative && !row_bad) {
-      // a sign bit: a negative value (a bad row) or a -0 (a zero): filter_kernel tells them apart
-    } else if (row_bad || !(row_max > 0.f)) {
-      token = -1;  // NaN, infinite or negative values, or no mass (filter_kernel's -1 rows)
-    } else if (n <= kStreamCap) {
+    int n;
+    float row_max;
+    double total = 0.0;
+    bool answer;  // the candidates may answer the row
+    if constexpr (kLogits) {
+      __syncthreads();  // publishes the candidates
+      n = n_cand;
+      row_max = 1.f;  // the masses: exp(x - max), the largest 1
+      answer = false;
+      const float x_max = __fmul_rn(run_max, inv_t);  // (no contraction: filter_kernel's x)
+      if (!(x_max < INFINITY) || x_max == -INFINITY) {
+        token = -1;  // a NaN or +inf (filter_kernel's bad rows), or all -inf (no mass)
+      } else if (n <= kStreamCap) {
+        for (int i = t; i < n; i += kStreamThreads) {
+          cand_val[i] = __expf(__fmul_rn(cand_val[i], inv_t) - x_max);
+        }
+        __syncthreads();
+        answer = true;
+      }
+    } else {
+      double row_sum = sum[0];
+#pragma unroll
+      for (int i = 1; i < kChains; ++i) row_sum += sum[i];
+      const bool bad = (EMBER_STREAM_LEAN & 2) ? (signs >> 31) != 0u : run_min < 0.f;
+      // The row's total in a fixed order: lane 0's butterfly sum a warp, then the warps in turn.
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) row_sum += __shfl_xor_sync(0xffffffffu, row_sum, o);
+      if (lane == 0) part[warp] = row_sum;
+      const bool negative = __syncthreads_or(bad) != 0;  // also publishes part and the candidates
+#pragma unroll
+      for (int w = 0; w < kStreamThreads / 32; ++w) total += part[w];
+      // a NaN or an infinity makes the fp64 sum NaN or infinite (finite fp32 values cannot)
+      const bool row_bad = (!(EMBER_STREAM_LEAN & 2) && negative) || !isfinite(total);
+      n = n_cand;
+      row_max = run_max;
+      if ((EMBER_STREAM_LEAN & 2) && negative && !row_bad) {
+        // a sign bit: a negative value (a bad row) or a -0 (a zero): filter_kernel tells them apart
+        answer = false;
+      } else if (row_bad || !(row_max > 0.f)) {
+        token = -1;  // NaN, infinite or negative values, or no mass (filter_kernel's -1 rows)
+        answer = false;
+      } else {
+        answer = n <= kStreamCap;
+      }
+    }
+    if (answer) {
       const int k = p.top_k != nullptr ? p.top_k[row] : p.scalar_top_k;
       const bool use_k = k > 0 && k < p.vocab;
       const float top_p = p.top_p != nullptr ? p.top_p[row] : p.scalar_top_p;
@@ -1364,7 +1434,9 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
       const int seg = ((n + kStreamThreads - 1) / kStreamThreads) | 1;
       const int lo = min(n, t * seg), hi = min(n, lo + seg);
       uint32_t tau = 0;
-      bool ok = true;
+      // logits: a top-p target without top-k is a share of the whole row's mass, which the
+      // candidates do not hold (filter_kernel takes the row)
+      bool ok = !(kLogits && use_p && !use_k);
       if (use_k) {
         tau = radix_select<false, true, 1, true>(cluster, hist, pass, cand_val, lo, hi, scale, 0u,
                                                  cut, static_cast<unsigned long long>(k), 0.f);
@@ -1412,7 +1484,7 @@ __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kStreamThreads, 1)
     }
     if (t == 0) {
       p.samples[row] = token;
-      if (EMBER_STREAM_LEAN) max_bits[0] = max_bits[1] = 0u;  // (last read in the tile loop)
+      if (kRedux) max_bits[0] = max_bits[1] = 0u;  // (last read in the tile loop)
     }
     __syncthreads();  // the candidates and n_cand are read no more before the next row's
   }
@@ -1527,14 +1599,18 @@ cudaError_t launch_filter(const FilterParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
   const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
-  if constexpr (MODE == kSampleProbs && EMBER_FILTER_STREAM != 0 && EMBER_FILTER_LEAN != 0) {
-    // Only where a filter can keep the answer among the candidates (not plain sampling). Both
-    // kernels keep exactly the same set; their draws differ only where the target falls within
-    // the cluster kernel's fp32 rounding of a token's edge (its running sums are fp32; the
-    // stream's are integers), so a row's token depends on its batch's size only there.
-    const bool filtered = p.top_p != nullptr || p.scalar_top_p < 1.f || p.top_k != nullptr ||
-                          (p.scalar_top_k > 0 && p.scalar_top_k < p.vocab) || p.min_p != nullptr ||
-                          p.scalar_min_p > 0.f;
+  constexpr bool kStreams =
+      MODE == kSampleProbs || (MODE == kSampleLogits && std::is_same_v<T, float>);
+  if constexpr (kStreams && EMBER_FILTER_STREAM != 0 && EMBER_FILTER_LEAN != 0) {
+    // Only where a filter can keep the answer among the candidates (not plain sampling; from
+    // logits, not top-p alone: its target is a share of the whole row). Both kernels keep
+    // exactly the same set; their draws differ only where the target falls within the cluster
+    // kernel's fp32 rounding of a token's edge (its running sums are fp32; the stream's are
+    // integers), so a row's token depends on its batch's size only there.
+    const bool top_k = p.top_k != nullptr || (p.scalar_top_k > 0 && p.scalar_top_k < p.vocab);
+    const bool min_p = p.min_p != nullptr || p.scalar_min_p > 0.f;
+    const bool top_p = p.top_p != nullptr || p.scalar_top_p < 1.f;
+    const bool filtered = top_k || min_p || (MODE == kSampleProbs && top_p);
     const int sms = stream_grid(p.device);
     if (p.vec && p.vocab >= kStreamMinVocab && p.rows >= kStreamMinRows && filtered && sms > 0) {
       const unsigned blocks = static_cast<unsigned>(p.rows < sms ? p.rows : sms);
