@@ -13,12 +13,19 @@ cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream) {
   return launch_softmax<EMBER_SAMPLING_DTYPE>(p, stream);
 }
 
-// NOTE: the filter instances live in two more translation units (sampling_filter_logits.cu,
-// sampling_filter_probs.cu) so that ninja compiles them in parallel with this one: the fp32
-// module's 10 cluster kernels in one unit took 14.6 s to build cold on the H200 host (target 15).
+// NOTE: the filter instances live in four more translation units, one a mode
+// (sampling_filter_{logits,mask,probs,renorm}.cu), so that ninja compiles them in parallel with
+// this one: the fp32 module's 10 cluster kernels in one unit took 14.6 s to build cold on the
+// H200 host, and two units of two modes each 15.99 s once the stream kernels joined them
+// (target 15).
 cudaError_t filter(const FilterParams& p, FilterMode mode, cudaStream_t stream) {
-  if (mode == kSampleLogits || mode == kMaskLogits) return filter_logits(p, mode, stream);
-  return filter_probs(p, mode, stream);
+  switch (mode) {
+    case kSampleLogits: return filter_sample_logits(p, stream);
+    case kMaskLogits: return filter_mask_logits(p, stream);
+    case kSampleProbs: return filter_sample_probs(p, stream);
+    case kRenormProbs: return filter_renorm_probs(p, stream);
+  }
+  return cudaErrorNotSupported;
 }
 
 }  // namespace sampling

@@ -1,5 +1,5 @@
-// Sampling-family filter kernels: the logits modes (sampling from logits, top-k masking) for the
-// module's dtype. Built with sampling.cu's -DEMBER_SAMPLING_DTYPE.
+// One sampling filter mode a translation unit, so that ninja builds them in parallel
+// (sampling.cu's NOTE): sampling from logits (kSampleLogits). Built with -DEMBER_SAMPLING_DTYPE.
 #include "ember/sampling.cuh"
 
 #ifndef EMBER_SAMPLING_DTYPE
@@ -9,11 +9,8 @@
 namespace ember {
 namespace sampling {
 
-cudaError_t filter_logits(const FilterParams& p, FilterMode mode, cudaStream_t stream) {
-  using T = EMBER_SAMPLING_DTYPE;
-  if (mode == kSampleLogits) return launch_filter<T, kSampleLogits>(p, stream);
-  if (mode == kMaskLogits) return launch_filter<T, kMaskLogits>(p, stream);
-  return cudaErrorNotSupported;
+cudaError_t filter_sample_logits(const FilterParams& p, cudaStream_t stream) {
+  return launch_filter<EMBER_SAMPLING_DTYPE, kSampleLogits>(p, stream);
 }
 
 }  // namespace sampling

@@ -1,6 +1,7 @@
-// Sampling-family filter kernels: the probability modes (sampling, renormalisation).
-// Probabilities are fp32 whatever the logits, so only the fp32 module instantiates them (the
-// Python layer sends probabilities there). Built with sampling.cu's -DEMBER_SAMPLING_DTYPE.
+// One sampling filter mode a translation unit, so that ninja builds them in parallel
+// (sampling.cu's NOTE): sampling from probabilities (kSampleProbs). Built with -DEMBER_SAMPLING_DTYPE.
+// Probabilities are fp32 whatever the logits, so only the fp32 module instantiates it (the
+// Python layer sends probabilities there).
 #include <type_traits>
 
 #include "ember/sampling.cuh"
@@ -12,10 +13,9 @@
 namespace ember {
 namespace sampling {
 
-cudaError_t filter_probs(const FilterParams& p, FilterMode mode, cudaStream_t stream) {
+cudaError_t filter_sample_probs(const FilterParams& p, cudaStream_t stream) {
   if constexpr (std::is_same_v<EMBER_SAMPLING_DTYPE, float>) {
-    if (mode == kSampleProbs) return launch_filter<float, kSampleProbs>(p, stream);
-    if (mode == kRenormProbs) return launch_filter<float, kRenormProbs>(p, stream);
+    return launch_filter<float, kSampleProbs>(p, stream);
   }
   return cudaErrorNotSupported;
 }

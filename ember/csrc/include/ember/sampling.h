@@ -75,9 +75,11 @@ constexpr int32_t kStreamFallback = INT32_MIN;
 // memory, or over the candidates filter_stream_kernel keeps;
 // reproducible for a given (seed, offset)).
 cudaError_t filter(const FilterParams& p, FilterMode mode, cudaStream_t stream);
-// The two halves of `filter`, one translation unit each (built in parallel).
-cudaError_t filter_logits(const FilterParams& p, FilterMode mode, cudaStream_t stream);
-cudaError_t filter_probs(const FilterParams& p, FilterMode mode, cudaStream_t stream);
+// `filter` by mode, one translation unit each (built in parallel).
+cudaError_t filter_sample_logits(const FilterParams& p, cudaStream_t stream);
+cudaError_t filter_mask_logits(const FilterParams& p, cudaStream_t stream);
+cudaError_t filter_sample_probs(const FilterParams& p, cudaStream_t stream);
+cudaError_t filter_renorm_probs(const FilterParams& p, cudaStream_t stream);
 
 }  // namespace sampling
 }  // namespace ember
