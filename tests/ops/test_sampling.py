@@ -79,6 +79,42 @@ def test_many_rows_of_a_mid_size_vocabulary(dtype, vocab):
     assert got[9, vocab - 1] == 1.0
 
 
+@pytest.mark.parametrize(
+    ("dtype", "vocab"),
+    [
+        (torch.float32, 65544),  # just above the narrow clusters' rows
+        (torch.float32, 100004),  # halves of 50 008 and 49 996 values
+        (torch.float32, 131072),  # each half fills shared memory and all 4 register packs
+        (torch.bfloat16, 262144),  # each half 16 384 packs, as many as a CTA holds
+        (torch.float16, 152064),
+    ],
+    ids=str,
+)
+def test_pair_clusters_at_their_limits(dtype, vocab):
+    # 200 rows: more than the 2-CTA clusters (softmax_pair_kernel, EMBER_SOFTMAX_PAIR) that fit
+    # at once, so clusters loop over rows and load the next while they store the current one;
+    # per-row temperatures, -inf logits at both halves' ends, a row of one finite logit in the
+    # second half's register packs, a row of all -inf (NaN, as documented)
+    rows = 200
+    logits = (4 * torch.randn(rows, vocab, device="cuda")).to(dtype)
+    logits[::3, :500] = float("-inf")
+    logits[1::3, -500:] = float("-inf")
+    logits[77, :] = float("-inf")
+    logits[77, vocab - 3] = 1.5
+    logits[150, :] = float("-inf")
+    t = torch.rand(rows, device="cuda") + 0.3
+    out = torch.full((rows, vocab), float("nan"), device="cuda")
+    got = ember.softmax(logits, t, out=out)
+    assert bool(torch.isnan(got[150]).all()), "a row of all -inf gives NaN"
+    keep = torch.arange(rows, device="cuda") != 150
+    assert not torch.isnan(got[keep]).any(), "unwritten (poisoned) elements"
+    torch.testing.assert_close(
+        got[keep].double(), reference(logits[keep], t[keep]), rtol=1e-4, atol=1e-12
+    )
+    assert got[77, vocab - 3] == 1.0
+    assert bool((got[::3, :500] == 0).all()) and bool((got[1::3, -500:] == 0).all())
+
+
 def test_minus_inf_logits_get_zero_and_strided_unaligned_rows():
     base = torch.randn(6, 50010, device="cuda").to(torch.bfloat16)
     logits = base[:, 3:50003]  # rows start 6 bytes past alignment: the element path

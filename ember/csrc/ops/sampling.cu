@@ -20,10 +20,14 @@ cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream) {
 // (target 15).
 cudaError_t filter(const FilterParams& p, FilterMode mode, cudaStream_t stream) {
   switch (mode) {
-    case kSampleLogits: return filter_sample_logits(p, stream);
-    case kMaskLogits: return filter_mask_logits(p, stream);
-    case kSampleProbs: return filter_sample_probs(p, stream);
-    case kRenormProbs: return filter_renorm_probs(p, stream);
+    case kSampleLogits:
+      return filter_sample_logits(p, stream);
+    case kMaskLogits:
+      return filter_mask_logits(p, stream);
+    case kSampleProbs:
+      return filter_sample_probs(p, stream);
+    case kRenormProbs:
+      return filter_renorm_probs(p, stream);
   }
   return cudaErrorNotSupported;
 }

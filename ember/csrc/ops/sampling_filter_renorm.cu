@@ -1,7 +1,7 @@
 // One sampling filter mode a translation unit, so that ninja builds them in parallel
-// (sampling.cu's NOTE): renormalising probabilities (kRenormProbs). Built with -DEMBER_SAMPLING_DTYPE.
-// Probabilities are fp32 whatever the logits, so only the fp32 module instantiates it (the
-// Python layer sends probabilities there).
+// (sampling.cu's NOTE): renormalising probabilities (kRenormProbs). Built with
+// -DEMBER_SAMPLING_DTYPE. Probabilities are fp32 whatever the logits, so only the fp32 module
+// instantiates it (the Python layer sends probabilities there).
 #include <type_traits>
 
 #include "ember/sampling.cuh"

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ember/async_copy.cuh"
 #include "ember/decode.cuh"
 
 // A declaration that hides another is an error in ember's device code (tests/jit/test_hiding.py).
@@ -84,25 +85,10 @@ struct Smem {
       kQBytes + kConvBytes + (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes);
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // Byte offset of chunk `c` of row `r` in a swizzled tile.
 template <int D>
 __device__ __forceinline__ int swz(int r, int c) {
   return r * Smem<D>::kRowBytes + ((c ^ (r & 7)) << 4);
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;  // 0: zero-fill
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n)
-               : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
