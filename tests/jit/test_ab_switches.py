@@ -53,6 +53,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         lambda: sampling_spec("fp32"),
         (
             "EMBER_SOFTMAX_PERSISTENT=0",
+            "EMBER_SOFTMAX_PAIR_EXP=0",
             "EMBER_SOFTMAX_ONLINE=0",
             "EMBER_FILTER_COMPACT=0",
             "EMBER_FILTER_RELATIVE=0",

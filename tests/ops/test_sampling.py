@@ -94,19 +94,19 @@ def test_pair_clusters_at_their_limits(dtype, vocab):
     # 200 rows: more than the 2-CTA clusters (softmax_pair_kernel, EMBER_SOFTMAX_PAIR) that fit
     # at once, so clusters loop over rows and load the next while they store the current one;
     # per-row temperatures, -inf logits at both halves' ends, a row of one finite logit in the
-    # second half's register packs, a row of all -inf (NaN, as documented)
+    # second half's register packs, a row of all -inf (152: NaN, as documented)
     rows = 200
     logits = (4 * torch.randn(rows, vocab, device="cuda")).to(dtype)
     logits[::3, :500] = float("-inf")
     logits[1::3, -500:] = float("-inf")
     logits[77, :] = float("-inf")
     logits[77, vocab - 3] = 1.5
-    logits[150, :] = float("-inf")
+    logits[152, :] = float("-inf")
     t = torch.rand(rows, device="cuda") + 0.3
     out = torch.full((rows, vocab), float("nan"), device="cuda")
     got = ember.softmax(logits, t, out=out)
-    assert bool(torch.isnan(got[150]).all()), "a row of all -inf gives NaN"
-    keep = torch.arange(rows, device="cuda") != 150
+    assert bool(torch.isnan(got[152]).all()), "a row of all -inf gives NaN"
+    keep = torch.arange(rows, device="cuda") != 152
     assert not torch.isnan(got[keep]).any(), "unwritten (poisoned) elements"
     torch.testing.assert_close(
         got[keep].double(), reference(logits[keep], t[keep]), rtol=1e-4, atol=1e-12

@@ -158,6 +158,33 @@ struct RowStats {
       m = fmaxf(m, x);
     }
   }
+  // The online form's step to a new maximum `top` (no step for -inf or NaN).
+  __device__ __forceinline__ void rescale(float top) {
+    if (top > m) {
+      s *= exp2_approx(m - top);
+      m = top;
+    }
+  }
+  // The online form over N values at once: one rescale for their maximum, then N independent
+  // exponentials (add's serial chain through m a value is what bounds a thread). NaN and +inf
+  // still make the sum NaN; -inf adds 0.
+  template <int N>
+  __device__ __forceinline__ void add_all(const float (&x)[N]) {
+    static_assert(ONLINE, "add_all is the online form");
+    float top = x[0];
+#pragma unroll
+    for (int j = 1; j < N; ++j) top = fmaxf(top, x[j]);
+    rescale(top);
+    float e[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) e[j] = x[j] == -INFINITY ? 0.f : exp2_approx(x[j] - m);
+#pragma unroll
+    for (int w = 1; w < N; w *= 2) {
+#pragma unroll
+      for (int j = 0; j + w < N; j += 2 * w) e[j] += e[j + w];
+    }
+    s += e[0];
+  }
 };
 
 // The online form's cluster-wide half: the threads' (max, sum) pairs combine into the CTA's, which
@@ -335,6 +362,13 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
 // A cluster loops over rows r, r + clusters, ...: the loads of its next row are issued during
 // the store pass of the current one, pack by pack as the store frees it, so a row's loads,
 // statistics and stores overlap the neighbouring rows' and memory stays busy between rows.
+// NOTE: EMBER_SOFTMAX_PAIR_EXP=1: fp32 chunks keep their exponentials (against the running
+// maximum at their group) in place of the logits, so the store pass multiplies instead of a second
+// exponential a value (0: it recomputes them, as 16-bit chunks always do: their exponentials
+// would not fit).
+#ifndef EMBER_SOFTMAX_PAIR_EXP
+#define EMBER_SOFTMAX_PAIR_EXP 1
+#endif
 constexpr int kPairRegPacks = 4;
 constexpr int kPairGroups = 4;  // cp.async groups a row: the statistics start on the first
 // NOTE: below a wave of pairs (66 on the H200) a pair leaves SMs idle that 8-CTA clusters use;
@@ -346,6 +380,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
     softmax_pair_kernel(SoftmaxParams p) {
   namespace cg = cooperative_groups;
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  constexpr bool kExp = EMBER_SOFTMAX_PAIR_EXP != 0 && std::is_same_v<T, float>;
   using Pack = Vec<T, kE>;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) uint4 pair_smem[];  // [smem_packs] packs of raw logits
@@ -363,6 +398,15 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
   auto source = [&](int64_t row) {
     return reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
                                          row * p.logits_row_stride + begin);
+  };
+  // NOTE: a whole-Pack copy from shared memory became 8 16-bit loads for bf16 (the struct's
+  // members); one 16-byte load, then the bits.
+  auto shared_pack = [&](int i) {
+    const uint4 raw = pair_smem[i];
+    Pack x;
+    static_assert(sizeof(Pack) == sizeof(uint4));
+    memcpy(&x, &raw, sizeof(raw));
+    return x;
   };
   int64_t row = blockIdx.x / 2;
   pdl_wait();
@@ -387,6 +431,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
     const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
     const float scale = kLog2e / t_row;
     RowStats<true> st;
+    float mg[kPairGroups] = {};  // kExp: the running maximum of each group's exponentials
+    float mr = 0.f;              // kExp: that of the register packs' exponentials
+    auto scaled = [&](const Pack& x, float (&v)[kE]) {
+#pragma unroll
+      for (int j = 0; j < kE; ++j) v[j] = __fmul_rn(to_float(x.v[j]), scale);
+    };
     // Each thread reads back only the packs it copied, so its own wait is enough.
 #pragma unroll
     for (int g = 0; g < kPairGroups; ++g) {
@@ -395,20 +445,81 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
       if (g == 2) cp_wait<kPairGroups - 3>();
       if (g == 3) cp_wait<0>();
       const int end = (g + 1) * group < per ? (g + 1) * group : per;
-      for (int k = g * group; k < end; ++k) {
-        const int i = t + k * kSoftmaxThreads;
-        if (i < held) {
-          const Pack x = *reinterpret_cast<const Pack*>(pair_smem + i);
+      if constexpr (kExp) {
+        float top = -INFINITY;
+#pragma unroll 4
+        for (int k = g * group; k < end; ++k) {
+          const int i = t + k * kSoftmaxThreads;
+          if (i < held) {
+            float v[kE];
+            scaled(shared_pack(i), v);
 #pragma unroll
-          for (int j = 0; j < kE; ++j) st.add(__fmul_rn(to_float(x.v[j]), scale));
+            for (int j = 0; j < kE; ++j) top = fmaxf(top, v[j]);
+          }
+        }
+        st.rescale(top);
+        float acc = 0.f;
+#pragma unroll 2
+        for (int k = g * group; k < end; ++k) {
+          const int i = t + k * kSoftmaxThreads;
+          if (i < held) {
+            float v[kE];
+            scaled(shared_pack(i), v);
+#pragma unroll
+            for (int j = 0; j < kE; ++j) {
+              v[j] = v[j] == -INFINITY ? 0.f : exp2_approx(v[j] - st.m);
+              acc += v[j];
+            }
+            pair_smem[i] = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]),
+                                      __float_as_uint(v[2]), __float_as_uint(v[3]));
+          }
+        }
+        st.s += acc;
+        mg[g] = st.m;
+      } else {
+#pragma unroll 2
+        for (int k = g * group; k < end; ++k) {
+          const int i = t + k * kSoftmaxThreads;
+          if (i < held) {
+            float v[kE];
+            scaled(shared_pack(i), v);
+            st.add_all(v);
+          }
         }
       }
     }
+    if constexpr (kExp) {
+      float top = -INFINITY;
 #pragma unroll
-    for (int u = 0; u < kPairRegPacks; ++u) {
-      if (held + t + u * kSoftmaxThreads < packs) {
+      for (int u = 0; u < kPairRegPacks; ++u) {
+        if (held + t + u * kSoftmaxThreads < packs) {
 #pragma unroll
-        for (int j = 0; j < kE; ++j) st.add(__fmul_rn(to_float(reg[u].v[j]), scale));
+          for (int j = 0; j < kE; ++j) top = fmaxf(top, __fmul_rn(to_float(reg[u].v[j]), scale));
+        }
+      }
+      st.rescale(top);
+      float acc = 0.f;
+#pragma unroll
+      for (int u = 0; u < kPairRegPacks; ++u) {
+        if (held + t + u * kSoftmaxThreads < packs) {
+#pragma unroll
+          for (int j = 0; j < kE; ++j) {
+            const float v = __fmul_rn(to_float(reg[u].v[j]), scale);
+            reg[u].v[j] = v == -INFINITY ? 0.f : exp2_approx(v - st.m);
+            acc += reg[u].v[j];
+          }
+        }
+      }
+      st.s += acc;
+      mr = st.m;
+    } else {
+#pragma unroll
+      for (int u = 0; u < kPairRegPacks; ++u) {
+        if (held + t + u * kSoftmaxThreads < packs) {
+          float v[kE];
+          scaled(reg[u], v);
+          st.add_all(v);
+        }
       }
     }
     // NOTE: one cluster barrier a row, so the slots alternate (as in softmax_persistent_kernel).
@@ -417,11 +528,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
     const bool more = next < p.rows;
     const Pack* nsrc = source(more ? next : row);
     float* out = p.probs + row * p.probs_row_stride + begin;
-    auto emit = [&](int i, const Pack& x) {
+    // A pack's probabilities: kExp, its exponentials times `f` (2^(m - base) / sum, m the
+    // maximum they are against); else 2^(x - base) / sum from its logits x.
+    auto emit = [&](int i, const Pack& x, float f) {
 #pragma unroll
       for (int j = 0; j < kE; j += 4) {
         // (the product rounded as the statistics saw it, as the other kernels' stored values)
         auto prob = [&](int e) {
+          if constexpr (kExp) return x.v[j + e] * f;
           return exp2_approx(__fmul_rn(to_float(x.v[j + e]), scale) - nz.x) * nz.y;
         };
         *reinterpret_cast<float4*>(out + i * kE + j) =
@@ -430,11 +544,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
     };
 #pragma unroll
     for (int g = 0; g < kPairGroups; ++g) {
+      const float f = kExp ? exp2_approx(mg[g] - nz.x) * nz.y : 0.f;
       const int end = (g + 1) * group < per ? (g + 1) * group : per;
+#pragma unroll 2
       for (int k = g * group; k < end; ++k) {
         const int i = t + k * kSoftmaxThreads;
         if (i < held) {
-          emit(i, *reinterpret_cast<const Pack*>(pair_smem + i));
+          emit(i, shared_pack(i), f);
           // The stores above consumed the pack, so its shared read is complete: the next
           // row's copy may land in its place.
           if (more) cp_async16(smem_u32(pair_smem + i), nsrc + i);
@@ -442,11 +558,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
       }
       cp_commit();
     }
+    const float f = kExp ? exp2_approx(mr - nz.x) * nz.y : 0.f;
 #pragma unroll
     for (int u = 0; u < kPairRegPacks; ++u) {
       const int i = held + t + u * kSoftmaxThreads;
       if (i < packs) {
-        emit(i, reg[u]);
+        emit(i, reg[u], f);
         if (more) reg[u] = nsrc[i];
       }
     }
