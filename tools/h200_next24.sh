@@ -4,17 +4,17 @@
 # clusters; fp32 128 rows 55.5 against 43.5): Nsight Compute on one launch of each, with the
 # source counters ranked by tools/ncu_source_top.py
 source tools/h200_lib.sh  # wheels, environment, bench, tests
-run_one() {  # dtype rows
-  python3 -c "
-import torch, ember
-x = (4 * torch.randn($2, 128256, device='cuda')).to(torch.$1)
-for _ in range(4): ember.softmax(x, 0.8)
-torch.cuda.synchronize()"
-}
-export -f run_one
+cat > /tmp/pair.py <<'PY'
+import sys, torch, ember
+x = (4 * torch.randn(int(sys.argv[2]), 128256, device="cuda")).to(getattr(torch, sys.argv[1]))
+for _ in range(4):
+    ember.softmax(x, 0.8)
+torch.cuda.synchronize()
+PY
+python3 /tmp/pair.py bfloat16 8  # builds the modules outside the profiler
 for c in "bfloat16 64" "float32 128"; do
   set -- $c
-  timeout 150 ncu --clock-control none --kernel-name regex:softmax_pair --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section SourceCounters --section MemoryWorkloadAnalysis -f -o /tmp/rep_$1 bash -c "run_one $1 $2" > $OUT/ncu_$1.txt 2>&1
+  timeout 150 ncu --clock-control none --kernel-name regex:softmax_pair --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section SourceCounters --section MemoryWorkloadAnalysis -f -o /tmp/rep_$1 python3 /tmp/pair.py $1 $2 > $OUT/ncu_$1.txt 2>&1
   echo "== ncu $1 $2 rc $?"
   ncu --import /tmp/rep_$1.ncu-rep --print-details all 2>/dev/null | grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issued Ipc|Stall|Block Limit|Grid Size|Cluster|Shared Memory Configuration|L1/TEX Hit|L2 Hit|Mem Busy|Bank" | head -45
   python3 tools/ncu_source_top.py /tmp/rep_$1.ncu-rep 25 --csv-out $OUT/ncu_src_$1.csv | head -60
