@@ -11,7 +11,7 @@ for _ in range(4):
     ember.softmax(x, 0.8)
 torch.cuda.synchronize()
 PY
-python3 /tmp/pair.py bfloat16 8  # builds the modules outside the profiler
+python3 /tmp/pair.py bfloat16 8; python3 /tmp/pair.py float32 8  # builds the modules outside the profiler
 for c in "bfloat16 64" "float32 128"; do
   set -- $c
   timeout 150 ncu --clock-control none --kernel-name regex:softmax_pair --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section SourceCounters --section MemoryWorkloadAnalysis -f -o /tmp/rep_$1 python3 /tmp/pair.py $1 $2 > $OUT/ncu_$1.txt 2>&1
