@@ -91,8 +91,9 @@ def test_many_rows_of_a_mid_size_vocabulary(dtype, vocab):
     ids=str,
 )
 def test_pair_clusters_at_their_limits(dtype, vocab):
-    # 200 rows: more than the 2-CTA clusters (softmax_pair_kernel, EMBER_SOFTMAX_PAIR) that fit
-    # at once, so clusters loop over rows and load the next while they store the current one;
+    # 200 rows: more than the clusters that fit at once, so clusters loop over rows and load the
+    # next while they store the current one (8-CTA clusters; -DEMBER_SOFTMAX_PAIR=1: the 2-CTA
+    # softmax_pair_kernel, one CTA an SM, which these limits are for);
     # per-row temperatures, -inf logits at both halves' ends, a row of one finite logit in the
     # second half's register packs, a row of all -inf (152: NaN, as documented)
     rows = 200

@@ -3,7 +3,7 @@
 //
 // Every kernel here holds a row in the shared memory of one thread-block cluster of
 // kSoftmaxCluster CTAs (softmax over many aligned rows of 16 385-65 536: 2 or 4, see
-// EMBER_SOFTMAX_NARROW; of 65 537-131 072 fp32 values: 2, one an SM, see EMBER_SOFTMAX_PAIR),
+// EMBER_SOFTMAX_NARROW; the A/B EMBER_SOFTMAX_PAIR: 2, one an SM, for 65 537-131 072 fp32 values),
 // loaded once; the CTAs exchange partial results (maxima, sums, histograms) through distributed
 // shared memory. Softmax: each CTA loads its chunk (as fp32, divided by the row's temperature)
 // while it gathers the chunk's maximum and its sum of exponentials against a running maximum (the
@@ -351,8 +351,14 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
   pdl_launch_dependents();
 }
 
+// NOTE: EMBER_SOFTMAX_PAIR=1 sends 64+ aligned rows of 65 537-131 072 fp32 values to
+// softmax_pair_kernel. It lost to the 8-CTA clusters in every H200 run (session 13, same run,
+// 128 / 96 / 64 / 256 x 128 256: fp32 48.67 / 44.42 / 28.67 / - against 42.21 / 34.49 / 25.12 /
+// 79.07 us; bf16 54.75 / 51.36 against 38.43 / 30.46): one CTA an SM, its statistics pass and
+// exchange between the load and the store of a row leave memory idle, and the 8-CTA clusters'
+// register prefetch hides them better than the pair's balance gains. Kept as the A/B alternative.
 #ifndef EMBER_SOFTMAX_PAIR
-#define EMBER_SOFTMAX_PAIR 1  // NOTE: 0 = softmax_persistent_kernel's 8-CTA clusters (A/B)
+#define EMBER_SOFTMAX_PAIR 0
 #endif
 // softmax_pair_kernel: a row over a cluster of 2 CTAs, one an SM, each holding half the row: as
 // many 16-byte packs as fit in shared memory (raw logits, cp.async) and up to kPairRegPacks a
