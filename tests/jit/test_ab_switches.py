@@ -53,8 +53,6 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         lambda: sampling_spec("fp32"),
         (
             "EMBER_SOFTMAX_PERSISTENT=0",
-            "EMBER_SOFTMAX_PAIR=1",
-            "EMBER_SOFTMAX_PAIR_EXP=0",
             "EMBER_SOFTMAX_ONLINE=0",
             "EMBER_FILTER_COMPACT=0",
             "EMBER_FILTER_RELATIVE=0",
@@ -69,7 +67,6 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
             "EMBER_FILTER_LEAN0=0",
             "EMBER_FILTER_SPLIT0=1",
             "EMBER_SOFTMAX_NARROW=0",
-            "EMBER_SOFTMAX_PAIR=1",
         ),
     ),
     (

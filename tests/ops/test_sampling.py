@@ -83,17 +83,17 @@ def test_many_rows_of_a_mid_size_vocabulary(dtype, vocab):
     ("dtype", "vocab"),
     [
         (torch.float32, 65544),  # just above the narrow clusters' rows
-        (torch.float32, 100004),  # halves of 50 008 and 49 996 values
-        (torch.float32, 131072),  # each half fills shared memory and all 4 register packs
-        (torch.bfloat16, 262144),  # each half 16 384 packs, as many as a CTA holds
+        (torch.float32, 100004),
+        (torch.float32, 131072),  # the 8-CTA persistent clusters' largest chunk
+        (torch.bfloat16, 262144),  # chunks above it: softmax_kernel
         (torch.float16, 152064),
     ],
     ids=str,
 )
-def test_pair_clusters_at_their_limits(dtype, vocab):
-    # 200 rows: more than the clusters that fit at once, so clusters loop over rows and load the
-    # next while they store the current one (8-CTA clusters; -DEMBER_SOFTMAX_PAIR=1: the 2-CTA
-    # softmax_pair_kernel, one CTA an SM, which these limits are for);
+def test_many_rows_of_large_vocabularies(dtype, vocab):
+    # 200 rows: more than the 8-CTA clusters that fit at once, so clusters loop over rows and
+    # load the next while they store the current one (these vocabularies were the limits of
+    # session 13's 2-CTA softmax_pair_kernel, removed: notes/act.md);
     # per-row temperatures, -inf logits at both halves' ends, a row of one finite logit in the
     # second half's register packs, a row of all -inf (152: NaN, as documented)
     rows = 200

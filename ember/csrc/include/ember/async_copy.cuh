@@ -1,5 +1,5 @@
 // Asynchronous global -> shared copies (cp.async, sm_80+) and the shared-window address they
-// take: what decode_tc.cuh's pipeline and softmax_pair_kernel (sampling.cuh) share.
+// take (decode_tc.cuh's pipeline; any kernel that stages tiles through shared memory).
 #pragma once
 
 #include <cuda_runtime.h>

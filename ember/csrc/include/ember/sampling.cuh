@@ -3,16 +3,16 @@
 //
 // Every kernel here holds a row in the shared memory of one thread-block cluster of
 // kSoftmaxCluster CTAs (softmax over many aligned rows of 16 385-65 536: 2 or 4, see
-// EMBER_SOFTMAX_NARROW; the A/B EMBER_SOFTMAX_PAIR: 2, one an SM, for 65 537-131 072 fp32 values),
-// loaded once; the CTAs exchange partial results (maxima, sums, histograms) through distributed
-// shared memory. Softmax: each CTA loads its chunk (as fp32, divided by the row's temperature)
-// while it gathers the chunk's maximum and its sum of exponentials against a running maximum (the
-// online form), and the cluster exchanges the CTAs' (max, sum) pairs once; then each CTA writes its
-// chunk of probabilities. (EMBER_SOFTMAX_ONLINE=0: the maxima, then the sums of exponentials, in
-// two exchanges.) The logits are read once and the probabilities written once: no second pass over
-// a row that does not fit in L2. The filters: "thresholds without sorting"; sampling from
-// probabilities (or fp32 logits under top-k or min-p) over many rows streams each row through one
-// CTA that keeps only its candidates (filter_stream_kernel, "in one streaming pass").
+// EMBER_SOFTMAX_NARROW), loaded once; the CTAs exchange partial results (maxima, sums, histograms)
+// through distributed shared memory. Softmax: each CTA loads its chunk (as fp32, divided by the
+// row's temperature) while it gathers the chunk's maximum and its sum of exponentials against a
+// running maximum (the online form), and the cluster exchanges the CTAs' (max, sum) pairs once;
+// then each CTA writes its chunk of probabilities. (EMBER_SOFTMAX_ONLINE=0: the maxima, then the
+// sums of exponentials, in two exchanges.) The logits are read once and the probabilities written
+// once: no second pass over a row that does not fit in L2. The filters: "thresholds without
+// sorting"; sampling from probabilities (or fp32 logits under top-k or min-p) over many rows
+// streams each row through one CTA that keeps only its candidates (filter_stream_kernel, "in one
+// streaming pass").
 #pragma once
 
 #include <cooperative_groups.h>
@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "ember/async_copy.cuh"
 #include "ember/dtype.cuh"
 #include "ember/launch.cuh"
 #include "ember/sampling.h"
@@ -157,33 +156,6 @@ struct RowStats {
     } else {
       m = fmaxf(m, x);
     }
-  }
-  // The online form's step to a new maximum `top` (no step for -inf or NaN).
-  __device__ __forceinline__ void rescale(float top) {
-    if (top > m) {
-      s *= exp2_approx(m - top);
-      m = top;
-    }
-  }
-  // The online form over N values at once: one rescale for their maximum, then N independent
-  // exponentials (add's serial chain through m a value is what bounds a thread). NaN and +inf
-  // still make the sum NaN; -inf adds 0.
-  template <int N>
-  __device__ __forceinline__ void add_all(const float (&x)[N]) {
-    static_assert(ONLINE, "add_all is the online form");
-    float top = x[0];
-#pragma unroll
-    for (int j = 1; j < N; ++j) top = fmaxf(top, x[j]);
-    rescale(top);
-    float e[N];
-#pragma unroll
-    for (int j = 0; j < N; ++j) e[j] = x[j] == -INFINITY ? 0.f : exp2_approx(x[j] - m);
-#pragma unroll
-    for (int w = 1; w < N; w *= 2) {
-#pragma unroll
-      for (int j = 0; j + w < N; j += 2 * w) e[j] += e[j + w];
-    }
-    s += e[0];
   }
 };
 
@@ -345,236 +317,6 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
       // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
       store_probs(out, row_smem, n, 0.f,
                   exp_and_normalizer<C>(cluster, row_smem, n, st.m, exchange, scratch));
-    }
-  }
-  cluster.sync();  // no CTA leaves while another still reads its exchange slots
-  pdl_launch_dependents();
-}
-
-// NOTE: EMBER_SOFTMAX_PAIR=1 sends 64+ aligned rows of 65 537-131 072 fp32 values to
-// softmax_pair_kernel. It lost to the 8-CTA clusters in every H200 run (session 13, same run,
-// 128 / 96 / 64 / 256 x 128 256: fp32 48.67 / 44.42 / 28.67 / - against 42.21 / 34.49 / 25.12 /
-// 79.07 us; bf16 54.75 / 51.36 against 38.43 / 30.46): one CTA an SM, its statistics pass and
-// exchange between the load and the store of a row leave memory idle, and the 8-CTA clusters'
-// register prefetch hides them better than the pair's balance gains. Kept as the A/B alternative.
-#ifndef EMBER_SOFTMAX_PAIR
-#define EMBER_SOFTMAX_PAIR 0
-#endif
-// softmax_pair_kernel: a row over a cluster of 2 CTAs, one an SM, each holding half the row: as
-// many 16-byte packs as fit in shared memory (raw logits, cp.async) and up to kPairRegPacks a
-// thread in registers. NOTE: why pairs: only clusters of 1 or 2 CTAs fill all 132 SMs of the
-// H200 (notes/h200-cluster-probe-2026-12-03.md); softmax_persistent_kernel's 30 clusters of 8
-// take 128 rows in 5 rounds where 4.27 would do, while 66 pairs take them in 2 (1.94).
-// A cluster loops over rows r, r + clusters, ...: the loads of its next row are issued during
-// the store pass of the current one, pack by pack as the store frees it, so a row's loads,
-// statistics and stores overlap the neighbouring rows' and memory stays busy between rows.
-// NOTE: EMBER_SOFTMAX_PAIR_EXP=1: fp32 chunks keep their exponentials (against the running
-// maximum at their group) in place of the logits, so the store pass multiplies instead of a second
-// exponential a value (0: it recomputes them, as 16-bit chunks always do: their exponentials
-// would not fit).
-#ifndef EMBER_SOFTMAX_PAIR_EXP
-#define EMBER_SOFTMAX_PAIR_EXP 1
-#endif
-constexpr int kPairRegPacks = 4;
-constexpr int kPairGroups = 4;  // cp.async groups a row: the statistics start on the first
-// NOTE: below a wave of pairs (66 on the H200) a pair leaves SMs idle that 8-CTA clusters use;
-// to be measured (kPairMinRows is the A/B point).
-constexpr int kPairMinRows = 64;
-
-template <typename T>
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kSoftmaxThreads, 1)
-    softmax_pair_kernel(SoftmaxParams p) {
-  namespace cg = cooperative_groups;
-  constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  constexpr bool kExp = EMBER_SOFTMAX_PAIR_EXP != 0 && std::is_same_v<T, float>;
-  using Pack = Vec<T, kE>;
-  cg::cluster_group cluster = cg::this_cluster();
-  extern __shared__ __align__(16) uint4 pair_smem[];  // [smem_packs] packs of raw logits
-  __shared__ float scratch[kSoftmaxThreads / 32];
-  __shared__ float slots[4];  // this CTA's (max, sum), two rows' worth (see the NOTE below)
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t clusters = gridDim.x / 2;
-  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int packs = chunk_length(p.vocab, p.chunk, begin) / kE;  // n is a multiple of kE
-  const int held = packs < p.smem_packs ? packs : p.smem_packs;  // the rest: in registers
-  const int t = static_cast<int>(threadIdx.x);
-  const int per = (held + kSoftmaxThreads - 1) / kSoftmaxThreads;  // shared packs a thread
-  const int group = (per + kPairGroups - 1) / kPairGroups;
-  Pack reg[kPairRegPacks];
-  auto source = [&](int64_t row) {
-    return reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
-                                         row * p.logits_row_stride + begin);
-  };
-  // NOTE: a whole-Pack copy from shared memory became 8 16-bit loads for bf16 (the struct's
-  // members); one 16-byte load, then the bits.
-  auto shared_pack = [&](int i) {
-    const uint4 raw = pair_smem[i];
-    Pack x;
-    static_assert(sizeof(Pack) == sizeof(uint4));
-    memcpy(&x, &raw, sizeof(raw));
-    return x;
-  };
-  int64_t row = blockIdx.x / 2;
-  pdl_wait();
-  if (row < p.rows) {
-    const Pack* src = source(row);
-#pragma unroll
-    for (int g = 0; g < kPairGroups; ++g) {
-      const int end = (g + 1) * group < per ? (g + 1) * group : per;
-      for (int k = g * group; k < end; ++k) {
-        const int i = t + k * kSoftmaxThreads;
-        if (i < held) cp_async16(smem_u32(pair_smem + i), src + i);
-      }
-      cp_commit();
-    }
-#pragma unroll
-    for (int u = 0; u < kPairRegPacks; ++u) {
-      const int i = held + t + u * kSoftmaxThreads;
-      if (i < packs) reg[u] = src[i];
-    }
-  }
-  for (int iter = 0; row < p.rows; row += clusters, ++iter) {
-    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
-    const float scale = kLog2e / t_row;
-    RowStats<true> st;
-    float mg[kPairGroups] = {};  // kExp: the running maximum of each group's exponentials
-    float mr = 0.f;              // kExp: that of the register packs' exponentials
-    auto scaled = [&](const Pack& x, float (&v)[kE]) {
-#pragma unroll
-      for (int j = 0; j < kE; ++j) v[j] = __fmul_rn(to_float(x.v[j]), scale);
-    };
-    // Each thread reads back only the packs it copied, so its own wait is enough.
-#pragma unroll
-    for (int g = 0; g < kPairGroups; ++g) {
-      if (g == 0) cp_wait<kPairGroups - 1>();
-      if (g == 1) cp_wait<kPairGroups - 2>();
-      if (g == 2) cp_wait<kPairGroups - 3>();
-      if (g == 3) cp_wait<0>();
-      const int end = (g + 1) * group < per ? (g + 1) * group : per;
-      if constexpr (kExp) {
-        float top = -INFINITY;
-#pragma unroll 4
-        for (int k = g * group; k < end; ++k) {
-          const int i = t + k * kSoftmaxThreads;
-          if (i < held) {
-            float v[kE];
-            scaled(shared_pack(i), v);
-#pragma unroll
-            for (int j = 0; j < kE; ++j) top = fmaxf(top, v[j]);
-          }
-        }
-        st.rescale(top);
-        float acc = 0.f;
-#pragma unroll 2
-        for (int k = g * group; k < end; ++k) {
-          const int i = t + k * kSoftmaxThreads;
-          if (i < held) {
-            float v[kE];
-            scaled(shared_pack(i), v);
-#pragma unroll
-            for (int j = 0; j < kE; ++j) {
-              v[j] = v[j] == -INFINITY ? 0.f : exp2_approx(v[j] - st.m);
-              acc += v[j];
-            }
-            pair_smem[i] = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]),
-                                      __float_as_uint(v[2]), __float_as_uint(v[3]));
-          }
-        }
-        st.s += acc;
-        mg[g] = st.m;
-      } else {
-#pragma unroll 2
-        for (int k = g * group; k < end; ++k) {
-          const int i = t + k * kSoftmaxThreads;
-          if (i < held) {
-            float v[kE];
-            scaled(shared_pack(i), v);
-            st.add_all(v);
-          }
-        }
-      }
-    }
-    if constexpr (kExp) {
-      float top = -INFINITY;
-#pragma unroll
-      for (int u = 0; u < kPairRegPacks; ++u) {
-        if (held + t + u * kSoftmaxThreads < packs) {
-#pragma unroll
-          for (int j = 0; j < kE; ++j) top = fmaxf(top, __fmul_rn(to_float(reg[u].v[j]), scale));
-        }
-      }
-      st.rescale(top);
-      float acc = 0.f;
-#pragma unroll
-      for (int u = 0; u < kPairRegPacks; ++u) {
-        if (held + t + u * kSoftmaxThreads < packs) {
-#pragma unroll
-          for (int j = 0; j < kE; ++j) {
-            const float v = __fmul_rn(to_float(reg[u].v[j]), scale);
-            reg[u].v[j] = v == -INFINITY ? 0.f : exp2_approx(v - st.m);
-            acc += reg[u].v[j];
-          }
-        }
-      }
-      st.s += acc;
-      mr = st.m;
-    } else {
-#pragma unroll
-      for (int u = 0; u < kPairRegPacks; ++u) {
-        if (held + t + u * kSoftmaxThreads < packs) {
-          float v[kE];
-          scaled(reg[u], v);
-          st.add_all(v);
-        }
-      }
-    }
-    // NOTE: one cluster barrier a row, so the slots alternate (as in softmax_persistent_kernel).
-    const float2 nz = online_normalizer<2>(cluster, st, slots + 2 * (iter & 1), scratch);
-    const int64_t next = row + clusters;
-    const bool more = next < p.rows;
-    const Pack* nsrc = source(more ? next : row);
-    float* out = p.probs + row * p.probs_row_stride + begin;
-    // A pack's probabilities: kExp, its exponentials times `f` (2^(m - base) / sum, m the
-    // maximum they are against); else 2^(x - base) / sum from its logits x.
-    auto emit = [&](int i, const Pack& x, float f) {
-#pragma unroll
-      for (int j = 0; j < kE; j += 4) {
-        // (the product rounded as the statistics saw it, as the other kernels' stored values)
-        auto prob = [&](int e) {
-          if constexpr (kExp) return x.v[j + e] * f;
-          return exp2_approx(__fmul_rn(to_float(x.v[j + e]), scale) - nz.x) * nz.y;
-        };
-        // NOTE: one st.global.v4 by hand: nvcc split the float4 store into four 32-bit ones
-        // (ncu, session 13: a warp's scalar stores 32 bytes apart, L2 70 % busy, DRAM 41 %).
-        asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(out + i * kE + j),
-                     "f"(prob(0)), "f"(prob(1)), "f"(prob(2)), "f"(prob(3))
-                     : "memory");
-      }
-    };
-#pragma unroll
-    for (int g = 0; g < kPairGroups; ++g) {
-      const float f = kExp ? exp2_approx(mg[g] - nz.x) * nz.y : 0.f;
-      const int end = (g + 1) * group < per ? (g + 1) * group : per;
-#pragma unroll 2
-      for (int k = g * group; k < end; ++k) {
-        const int i = t + k * kSoftmaxThreads;
-        if (i < held) {
-          emit(i, shared_pack(i), f);
-          // The stores above consumed the pack, so its shared read is complete: the next
-          // row's copy may land in its place.
-          if (more) cp_async16(smem_u32(pair_smem + i), nsrc + i);
-        }
-      }
-      cp_commit();
-    }
-    const float f = kExp ? exp2_approx(mr - nz.x) * nz.y : 0.f;
-#pragma unroll
-    for (int u = 0; u < kPairRegPacks; ++u) {
-      const int i = held + t + u * kSoftmaxThreads;
-      if (i < packs) {
-        emit(i, reg[u], f);
-        if (more) reg[u] = nsrc[i];
-      }
     }
   }
   cluster.sync();  // no CTA leaves while another still reads its exchange slots
@@ -1815,36 +1557,6 @@ bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err
   return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
 }
 
-// softmax_pair_kernel over rows of up to 2 x (what fits in shared memory + kPairRegPacks packs
-// a thread), aligned; false: not launched (the row does not fit, or the occupancy query failed).
-template <typename T>
-bool launch_pair(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-  constexpr auto kernel = softmax_pair_kernel<T>;
-  constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  static int optin[64] = {};  // the device's shared memory a block may opt in to
-  if (p.device < 0 || p.device >= 64) return false;
-  if (optin[p.device] == 0 &&
-      cudaDeviceGetAttribute(&optin[p.device], cudaDevAttrMaxSharedMemoryPerBlockOptin, p.device) !=
-          cudaSuccess) {
-    cudaGetLastError();
-    optin[p.device] = -1;
-  }
-  // what the block may hold beyond its static scratch, in whole rounds of the block's packs
-  const int room = (optin[p.device] - 1024) / 16 / kSoftmaxThreads * kSoftmaxThreads;
-  SoftmaxParams q = p;
-  q.chunk = static_cast<int>((p.vocab + 1) / 2 + 7) / 8 * 8;
-  const int packs = q.chunk / kE;
-  if (room <= 0 || packs > room + kPairRegPacks * kSoftmaxThreads) return false;
-  q.smem_packs = packs < room ? packs : room;
-  const size_t smem = static_cast<size_t>(q.smem_packs) * 16;
-  const int clusters = resident_clusters<kernel, 2>(p.device, q.smem_packs, smem);
-  if (clusters <= 0) return false;
-  const int64_t used = p.rows < clusters ? p.rows : clusters;
-  err = launch_kernel<kernel>(dim3(static_cast<unsigned>(used * 2)), dim3(kSoftmaxThreads), smem,
-                              stream, p.pdl, p.device, q);
-  return true;
-}
-
 template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
@@ -1853,12 +1565,6 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
     if (p.vec && p.vocab > kPersistentMaxChunk && p.vocab <= 4 * kPersistentMaxChunk &&
         (p.vocab <= 2 * kPersistentMaxChunk ? launch_narrow<T, 2>(p, stream, err)
                                             : launch_narrow<T, 4>(p, stream, err))) {
-      return err;
-    }
-  }
-  if constexpr (EMBER_SOFTMAX_PAIR != 0) {
-    if (p.vec && p.vocab > 4 * kPersistentMaxChunk && p.rows >= kPairMinRows &&
-        launch_pair<T>(p, stream, err)) {
       return err;
     }
   }

@@ -18,9 +18,8 @@ struct SoftmaxParams {
   float scalar_temperature;
   int64_t rows;
   int64_t vocab;
-  int chunk;       // elements of a row per CTA of its cluster (a multiple of 8)
-  int smem_packs;  // softmax_pair_kernel: 16-byte packs of a chunk in shared memory (launcher's)
-  bool vec;        // 16-byte loads of the logits (aligned rows)
+  int chunk;  // elements of a row per CTA of its cluster (a multiple of 8)
+  bool vec;   // 16-byte loads of the logits (aligned rows)
   bool pdl;
   int device;
 };
