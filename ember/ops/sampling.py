@@ -127,13 +127,35 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     mod = _module(logits, fn)
     if out is None:
         out = logits.new_empty(logits.shape, dtype=_float32())
+    ws = _softmax_workspace(mod, logits)
     if temperature is None:
-        mod.softmax(logits, out, None, 1.0)
+        mod.softmax(logits, out, None, 1.0, ws)
     elif isinstance(temperature, int | float):
-        mod.softmax(logits, out, None, float(temperature))
+        mod.softmax(logits, out, None, float(temperature), ws)
     else:
-        mod.softmax(logits, out, temperature, 1.0)
+        mod.softmax(logits, out, temperature, 1.0, ws)
     return out
+
+
+_WS_WORDS: dict[tuple[int, int, int], int] = {}
+
+
+def _softmax_workspace(mod: Any, logits: Any) -> Any:
+    """The zeroed int32 workspace the module's softmax takes for these rows, or None (only
+    builds with ``-DEMBER_SOFTMAX_GRID=1`` take one: per call, so that CUDA graphs capture its
+    memset and concurrent streams never share it)."""
+    if logits.dim() != 2:
+        return None  # the binding names the bad shape
+    rows, vocab = int(logits.shape[0]), int(logits.shape[1])
+    key = (id(mod), rows, vocab)
+    words = _WS_WORDS.get(key)
+    if words is None:
+        words = _WS_WORDS[key] = int(mod.softmax_workspace_words(rows, vocab))
+    if words == 0:
+        return None
+    import torch
+
+    return torch.zeros(words, dtype=torch.int32, device=logits.device)
 
 
 def _float32() -> Any:

@@ -116,6 +116,48 @@ def test_many_rows_of_large_vocabularies(dtype, vocab):
     assert bool((got[::3, :500] == 0).all()) and bool((got[1::3, -500:] == 0).all())
 
 
+def test_softmax_in_a_cuda_graph_replays_with_new_logits():
+    # a graph captured once is right for new logits at every replay (under
+    # -DEMBER_SOFTMAX_GRID=1 it also holds the zeroing of the per-call workspace before the
+    # cooperative launch: a stale count would end a wait early, or never)
+    rows, vocab = 128, 128256
+    x = 4 * torch.randn(rows, vocab, device="cuda")
+    t = torch.rand(rows, device="cuda") + 0.3
+    out = torch.empty(rows, vocab, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        ember.softmax(x, t, out=out)  # builds and warms up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ember.softmax(x, t, out=out)
+    for _ in range(3):
+        x.copy_(4 * torch.randn(rows, vocab, device="cuda"))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert not torch.isnan(out).any(), "unwritten (poisoned) elements"
+        torch.testing.assert_close(out.double(), reference(x, t), rtol=1e-4, atol=1e-12)
+
+
+def test_softmax_on_two_streams_at_once():
+    # two streams' launches in flight together never share state (under -DEMBER_SOFTMAX_GRID=1
+    # each call has its own workspace)
+    rows, vocab = 128, 128256
+    xs = [4 * torch.randn(rows, vocab, device="cuda") for _ in range(2)]
+    outs = [torch.full((rows, vocab), float("nan"), device="cuda") for _ in range(2)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()
+    for _ in range(4):
+        for x, out, stream in zip(xs, outs, streams, strict=True):
+            with torch.cuda.stream(stream):
+                ember.softmax(x, 0.8, out=out)
+    torch.cuda.synchronize()
+    for x, out in zip(xs, outs, strict=True):
+        torch.testing.assert_close(out.double(), reference(x, 0.8), rtol=1e-4, atol=1e-12)
+
+
 def test_minus_inf_logits_get_zero_and_strided_unaligned_rows():
     base = torch.randn(6, 50010, device="cuda").to(torch.bfloat16)
     logits = base[:, 3:50003]  # rows start 6 bytes past alignment: the element path

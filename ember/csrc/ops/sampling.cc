@@ -35,8 +35,14 @@ constexpr int64_t kElemBytes = EMBER_SAMPLING_DL_BITS / 8;
 // Shared memory a CTA may hold (227 KB opt-in on sm_90), less the exchange slots.
 constexpr int64_t kMaxChunk = 227 * 1024 / 4 - 64;
 
+// The zeroed int32 workspace `softmax` takes for these rows (ember/ops/sampling.py allocates
+// it; 0: none).
+int64_t softmax_workspace_words(int64_t rows, int64_t vocab) {
+  return rows <= 0 || vocab <= 0 ? 0 : s::softmax_workspace_words(rows, vocab);
+}
+
 void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperature,
-             double scalar_temperature) {
+             double scalar_temperature, Optional<TensorView> workspace) {
   constexpr const char* fn = "ember.softmax";
   b::expect_dtype(fn, "logits", logits, kDType);
   b::expect_dtype(fn, "out", probs, kF32);
@@ -78,6 +84,17 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
   b::expect_same_device(fn, "out", probs, "logits", logits);
   if (temperature.has_value())
     b::expect_same_device(fn, "temperature", *temperature, "logits", logits);
+  const int64_t ws_words = rows == 0 || vocab == 0 ? 0 : s::softmax_workspace_words(rows, vocab);
+  if (workspace.has_value()) {
+    const TensorView& w = *workspace;
+    b::expect_dtype(fn, "workspace", w, DLDataType{kDLInt, 32, 1});
+    b::expect_contiguous(fn, "workspace", w);
+    if (w.ndim() != 1 || w.shape()[0] < ws_words) {
+      TVM_FFI_THROW(ValueError) << fn << ": `workspace` must be int32 [>= " << ws_words
+                                << "] (softmax_workspace_words), got " << b::shape_str(w);
+    }
+    b::expect_same_device(fn, "workspace", w, "logits", logits);
+  }
   if (rows == 0 || vocab == 0) return;
 
   s::SoftmaxParams p{};
@@ -91,6 +108,8 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
   p.rows = rows;
   p.vocab = vocab;
   p.chunk = static_cast<int>(chunk);
+  p.grid_ws =
+      workspace.has_value() && ws_words > 0 ? static_cast<uint32_t*>(b::data(*workspace)) : nullptr;
   p.vec = reinterpret_cast<uintptr_t>(b::data(logits)) % 16 == 0 &&
           (logits.stride(0) * kElemBytes) % 16 == 0 && (vocab * kElemBytes) % 16 == 0;
   p.device = logits.device().device_id;
@@ -241,5 +260,6 @@ void filter_rows(TensorView in, TensorView out, bool renorm, Optional<TensorView
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(softmax, softmax);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(softmax_workspace_words, softmax_workspace_words);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(sample, sample);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_rows, filter_rows);

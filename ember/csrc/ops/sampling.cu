@@ -13,6 +13,10 @@ cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream) {
   return launch_softmax<EMBER_SAMPLING_DTYPE>(p, stream);
 }
 
+int64_t softmax_workspace_words(int64_t rows, int64_t vocab) {
+  return grid_workspace_words(rows, vocab);
+}
+
 // NOTE: the filter instances live in four more translation units, one a mode
 // (sampling_filter_{logits,mask,probs,renorm}.cu), so that ninja compiles them in parallel with
 // this one: the fp32 module's 10 cluster kernels in one unit took 14.6 s to build cold on the

@@ -115,6 +115,26 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
   return cudaLaunchKernelEx(&config, Kernel, args...);
 }
 
+// A cooperative launch: every CTA of the grid is resident at once, or the launch fails
+// (cudaErrorCooperativeLaunchTooLarge) instead of starting; for kernels whose CTAs wait on each
+// other through global memory. No programmatic dependent launch.
+template <auto Kernel, typename... Args>
+cudaError_t launch_cooperative(dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                               Args... args) {
+  if (const cudaError_t err = allow_dynamic_smem<Kernel>(smem); err != cudaSuccess) return err;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, Kernel, args...);
+}
+
 }  // namespace ember
 
 #pragma nv_diagnostic pop

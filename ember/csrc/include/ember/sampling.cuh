@@ -323,6 +323,119 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
   pdl_launch_dependents();
 }
 
+// NOTE: EMBER_SOFTMAX_GRID=1 (A/B, unmeasured): the rows softmax_persistent_kernel takes go to
+// softmax_grid_kernel instead, the same 8 chunks a row and 2 CTAs an SM but no thread-block
+// clusters: a persistent cooperative grid whose CTAs 8r..8r+7 share rows and exchange their
+// (max, sum) through global memory. Why: GPC quantisation lets only 30 8-CTA clusters (240 CTAs)
+// run at once on the H200, so 128 rows take 5 rounds (4.27 would do); a clusterless grid runs
+// 264 CTAs = 33 rows a round, 128 rows in 4 (3.88). Predicted 128 x 128 256 fp32 42.2 -> 34-36
+// us if the exchange costs what the cluster barrier does (notes/act.md, "Session 13").
+#ifndef EMBER_SOFTMAX_GRID
+#define EMBER_SOFTMAX_GRID 0
+#endif
+// Below this many rows one round of 8-CTA clusters holds them all: nothing to balance.
+constexpr int64_t kGridMinRows = 48;
+
+// The zeroed workspace softmax_grid_kernel takes for `rows` rows of `vocab` (32-bit words; 0:
+// it does not take these rows): an arrival count a row (padded to an even count), then a
+// (max, sum) pair a row and chunk.
+inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
+  if (!EMBER_SOFTMAX_GRID || rows < kGridMinRows) return 0;
+  const int64_t chunk = ((vocab + kSoftmaxCluster - 1) / kSoftmaxCluster + 7) / 8 * 8;
+  if (chunk <= kPersistentMinChunk || chunk > kPersistentMaxChunk) return 0;
+  return (rows + 1) / 2 * 2 + 2 * kSoftmaxCluster * rows;
+}
+
+// softmax_persistent_kernel's loop with the cluster exchange replaced: CTA 8g + k takes chunk k
+// of rows g, g + groups, ...; for each row thread 0 writes the CTA's (max, sum), counts itself in
+// with a release add, waits (acquire) until the row's 8 CTAs have, and combines their pairs. The
+// cooperative launch makes every CTA resident, so the wait ends: the 8 CTAs of a row take the
+// same rows in the same order. The counts start at 0 (the caller zeroes the workspace; a CUDA
+// graph captures that memset with the launch).
+template <typename T>
+__global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(SoftmaxParams p) {
+  static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
+                "softmax_grid_kernel exchanges online (max, sum) pairs");
+  constexpr int C = kSoftmaxCluster;
+  constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
+  using Pack = Vec<T, kE>;
+  extern __shared__ __align__(16) float row_smem[];  // [chunk] values
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
+  uint32_t* arrived = p.grid_ws;
+  float2* pairs = reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
+  const int rank = static_cast<int>(blockIdx.x % C);
+  const int64_t groups = gridDim.x / C;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int n = chunk_length(p.vocab, p.chunk, begin);
+  const int packs = n / kE;  // the vector path: n is a multiple of kE
+  const int t = static_cast<int>(threadIdx.x);
+  Pack next[kPacks];
+  auto issue = [&](int64_t row) {
+    const Pack* src = reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
+                                                    row * p.logits_row_stride + begin);
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
+    }
+  };
+  int64_t row = blockIdx.x / C;
+  if (row < p.rows) issue(row);
+  for (; row < p.rows; row += groups) {
+    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
+    const float scale = kLog2e / t_row;
+    RowStats<> st;
+    __syncthreads();  // the previous row's store pass is done reading row_smem
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      const int i = t + u * kSoftmaxThreads;
+      if (i < packs) {
+        float v[kE];
+#pragma unroll
+        for (int j = 0; j < kE; ++j) {
+          v[j] = to_float(next[u].v[j]) * scale;
+          st.add(v[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kE; j += 4) {
+          *reinterpret_cast<float4*>(row_smem + i * kE + j) =
+              make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+        }
+      }
+    }
+    if (row + groups < p.rows) issue(row + groups);     // in flight while this row finishes
+    const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
+    const float s =
+        block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
+    if (t == 0) {
+      pairs[row * C + rank] = make_float2(m, s);
+      uint32_t* count = arrived + row;
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+      uint32_t seen = 0;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+      } while (seen < C);
+      float2 q[C];
+      float gm = -INFINITY;
+#pragma unroll
+      for (int r = 0; r < C; ++r) {
+        q[r] = __ldcg(pairs + row * C + r);
+        gm = fmaxf(gm, q[r].x);
+      }
+      const float base = gm == -INFINITY ? 0.f : gm;
+      float gs = 0.f;
+#pragma unroll
+      for (int r = 0; r < C; ++r)
+        gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
+      norm = make_float2(base, 1.f / gs);
+    }
+    __syncthreads();
+    const float2 nz = norm;
+    store_probs(p.probs + row * p.probs_row_stride + begin, row_smem, n, nz.x, nz.y);
+  }
+}
+
 // Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so each (seed, offset, row)
 // gives the same numbers on any GPU and in any launch order.
 __device__ __forceinline__ uint4 philox(uint4 c, uint2 k) {
@@ -1557,6 +1670,50 @@ bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err
   return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
 }
 
+// The grid of filter_stream_kernel: one CTA an SM (0: the query failed).
+inline int stream_grid(int device) {
+  constexpr int kMaxDevices = 64;
+  static int sms[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return 0;
+  if (sms[device] == 0 &&
+      cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    sms[device] = -1;
+  }
+  return sms[device] > 0 ? sms[device] : 0;
+}
+
+// softmax_grid_kernel over the rows grid_workspace_words takes, given their zeroed workspace: a
+// grid of as many CTAs as fit at once (a multiple of 8); false: not launched.
+template <typename T>
+bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
+  constexpr auto kernel = softmax_grid_kernel<T>;
+  if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
+  const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float);
+  constexpr int kMaxDevices = 64;
+  static int key_of[kMaxDevices] = {};
+  static int per_sm_of[kMaxDevices] = {};  // resident CTAs an SM at that chunk
+  if (p.device < 0 || p.device >= kMaxDevices) return false;
+  if (key_of[p.device] != p.chunk) {
+    int per_sm = 0;
+    if (allow_dynamic_smem<kernel>(smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSoftmaxThreads, smem) !=
+            cudaSuccess) {
+      per_sm = 0;
+    }
+    cudaGetLastError();  // a failed query leaves no sticky error; the caller falls back
+    key_of[p.device] = p.chunk;
+    per_sm_of[p.device] = per_sm;
+  }
+  const int64_t groups =
+      static_cast<int64_t>(per_sm_of[p.device]) * stream_grid(p.device) / kSoftmaxCluster;
+  if (groups <= 0) return false;
+  const int64_t used = p.rows < groups ? p.rows : groups;
+  err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
+                                   dim3(kSoftmaxThreads), smem, stream, p);
+  return true;
+}
+
 template <typename T>
 cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
@@ -1567,6 +1724,9 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
                                             : launch_narrow<T, 4>(p, stream, err))) {
       return err;
     }
+  }
+  if constexpr (EMBER_SOFTMAX_GRID != 0) {
+    if (p.vec && launch_grid<T>(p, stream, err)) return err;
   }
   if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
       p.chunk <= kPersistentMaxChunk && launch_persistent<T, kSoftmaxCluster>(p, stream, err)) {
@@ -1580,19 +1740,6 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   }
   return launch_kernel<softmax_kernel<T, false>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
                                                  p.device, p);
-}
-
-// The grid of filter_stream_kernel: one CTA an SM (0: the query failed).
-inline int stream_grid(int device) {
-  constexpr int kMaxDevices = 64;
-  static int sms[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) return 0;
-  if (sms[device] == 0 &&
-      cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    sms[device] = -1;
-  }
-  return sms[device] > 0 ? sms[device] : 0;
 }
 
 template <typename T, int MODE>

@@ -19,7 +19,9 @@ struct SoftmaxParams {
   int64_t rows;
   int64_t vocab;
   int chunk;  // elements of a row per CTA of its cluster (a multiple of 8)
-  bool vec;   // 16-byte loads of the logits (aligned rows)
+  // softmax_grid_kernel's workspace (softmax_workspace_words, zeroed), or null
+  uint32_t* grid_ws;
+  bool vec;  // 16-byte loads of the logits (aligned rows)
   bool pdl;
   int device;
 };
@@ -28,6 +30,9 @@ struct SoftmaxParams {
 constexpr int kSoftmaxCluster = 8;
 
 cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream);
+// 32-bit words of zeroed workspace `softmax` takes for `rows` rows of `vocab` (SoftmaxParams::
+// grid_ws; 0: none, the build does not use softmax_grid_kernel for them).
+int64_t softmax_workspace_words(int64_t rows, int64_t vocab);
 
 // What a filter launch does with a row (one kernel template, one instance per mode).
 enum FilterMode : int {
