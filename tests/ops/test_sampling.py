@@ -158,6 +158,21 @@ def test_softmax_on_two_streams_at_once():
         torch.testing.assert_close(out.double(), reference(x, 0.8), rtol=1e-4, atol=1e-12)
 
 
+@pytest.mark.parametrize("rows", [8, 128])
+def test_output_rows_off_the_16_byte_grid(rows):
+    # `out` a view whose rows start 4 bytes past alignment and whose stride is odd: the store
+    # pass must fall back to 4-byte stores (EMBER_SOFTMAX_VEC_STORE=1 stores 16 bytes only on
+    # aligned rows) and write nothing outside the view
+    vocab = 128256
+    logits = 4 * torch.randn(rows, vocab, device="cuda")
+    base = torch.full((rows, vocab + 3), float("nan"), device="cuda")
+    out = base[:, 1 : vocab + 1]
+    got = ember.softmax(logits, 0.9, out=out)
+    assert not torch.isnan(got).any(), "unwritten (poisoned) elements"
+    torch.testing.assert_close(got.double(), reference(logits, 0.9), rtol=1e-4, atol=1e-12)
+    assert bool(torch.isnan(base[:, 0]).all()) and bool(torch.isnan(base[:, vocab + 1 :]).all())
+
+
 def test_minus_inf_logits_get_zero_and_strided_unaligned_rows():
     base = torch.randn(6, 50010, device="cuda").to(torch.bfloat16)
     logits = base[:, 3:50003]  # rows start 6 bytes past alignment: the element path

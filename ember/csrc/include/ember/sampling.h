@@ -21,7 +21,8 @@ struct SoftmaxParams {
   int chunk;  // elements of a row per CTA of its cluster (a multiple of 8)
   // softmax_grid_kernel's workspace (softmax_workspace_words, zeroed), or null
   uint32_t* grid_ws;
-  bool vec;  // 16-byte loads of the logits (aligned rows)
+  bool vec;      // 16-byte loads of the logits (aligned rows)
+  bool vec_out;  // 16-byte stores of the probabilities (aligned rows, vocab a multiple of 4)
   bool pdl;
   int device;
 };
