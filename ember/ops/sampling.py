@@ -127,7 +127,7 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     mod = _module(logits, fn)
     if out is None:
         out = logits.new_empty(logits.shape, dtype=_float32())
-    ws = _softmax_workspace(mod, logits)
+    ws = _softmax_workspace(logits, fn)
     if temperature is None:
         mod.softmax(logits, out, None, 1.0, ws)
     elif isinstance(temperature, int | float):
@@ -140,12 +140,13 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
 _WS_WORDS: dict[tuple[int, int, int], int] = {}
 
 
-def _softmax_workspace(mod: Any, logits: Any) -> Any:
+def _softmax_workspace(logits: Any, fn: str) -> Any:
     """The zeroed int32 workspace the module's softmax takes for these rows, or None (only
     builds with ``-DEMBER_SOFTMAX_GRID=1`` take one: per call, so that CUDA graphs capture its
     memset and concurrent streams never share it)."""
     if logits.dim() != 2:
         return None  # the binding names the bad shape
+    mod = _module(logits, fn)
     rows, vocab = int(logits.shape[0]), int(logits.shape[1])
     key = (id(mod), rows, vocab)
     words = _WS_WORDS.get(key)
