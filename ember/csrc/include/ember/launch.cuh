@@ -61,6 +61,22 @@ cudaError_t allow_dynamic_smem(size_t smem) {
                               static_cast<int>(smem));
 }
 
+// A runtime-API launch with at most one launch attribute (`attr`, or none when null), after the
+// dynamic shared memory opt-in.
+template <auto Kernel, typename... Args>
+cudaError_t runtime_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                           cudaLaunchAttribute* attr, Args... args) {
+  if (const cudaError_t err = allow_dynamic_smem<Kernel>(smem); err != cudaSuccess) return err;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = attr != nullptr ? 1 : 0;
+  return cudaLaunchKernelEx(&config, Kernel, args...);
+}
+
 // NOTE: the kernel is a template argument so each kernel gets its own CUfunction cache.
 // `device` is the current device (the caller's guard made it so; no query per launch). `smem`:
 // dynamic shared memory bytes per block.
@@ -101,18 +117,10 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
     void* params[] = {static_cast<void*>(&args)...};
     return static_cast<cudaError_t>(launch(&config, funcs[device], params, nullptr));
   }
-  if (const cudaError_t err = allow_dynamic_smem<Kernel>(smem); err != cudaSuccess) return err;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, Kernel, args...);
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  return runtime_launch<Kernel>(grid, block, smem, stream, pdl ? &attr : nullptr, args...);
 }
 
 // A cooperative launch: every CTA of the grid is resident at once, or the launch fails
@@ -121,18 +129,10 @@ cudaError_t launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
 template <auto Kernel, typename... Args>
 cudaError_t launch_cooperative(dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                                Args... args) {
-  if (const cudaError_t err = allow_dynamic_smem<Kernel>(smem); err != cudaSuccess) return err;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, Kernel, args...);
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  return runtime_launch<Kernel>(grid, block, smem, stream, &attr, args...);
 }
 
 }  // namespace ember

@@ -266,6 +266,43 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 constexpr int kPersistentMinChunk = 14336;
 constexpr int kPersistentMaxChunk = 16384;
 
+// The loads of a row's chunk into the registers `next`: thread t's packs t, t + kSoftmaxThreads,
+// ... of the first `packs` from `chunk` (16-byte aligned), in flight until stage_chunk uses them.
+template <typename T, int kE, int kPacks>
+__device__ __forceinline__ void fetch_chunk(Vec<T, kE> (&next)[kPacks], const T* chunk, int packs,
+                                            int t) {
+  const Vec<T, kE>* src = reinterpret_cast<const Vec<T, kE>*>(chunk);
+#pragma unroll
+  for (int u = 0; u < kPacks; ++u) {
+    if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
+  }
+}
+
+// A row's chunk from the registers `next` (the packs of thread t: t, t + kSoftmaxThreads, ...,
+// the first `packs` of the chunk) into row_smem as fp32 times `scale`, gathering the thread's
+// online statistics `st` (softmax_persistent_kernel, softmax_grid_kernel).
+template <typename T, int kE, int kPacks>
+__device__ __forceinline__ void stage_chunk(const Vec<T, kE> (&next)[kPacks], float* row_smem,
+                                            int packs, float scale, RowStats<>& st, int t) {
+#pragma unroll
+  for (int u = 0; u < kPacks; ++u) {
+    const int i = t + u * kSoftmaxThreads;
+    if (i < packs) {
+      float v[kE];
+#pragma unroll
+      for (int j = 0; j < kE; ++j) {
+        v[j] = to_float(next[u].v[j]) * scale;
+        st.add(v[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kE; j += 4) {
+        *reinterpret_cast<float4*>(row_smem + i * kE + j) =
+            make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+      }
+    }
+  }
+}
+
 // softmax_kernel on more rows than its clusters can hold at once (128 rows of 128 256 fp32 take
 // 2.6 waves of 3 CTAs an SM whose load, reduce and store phases run in lockstep, memory idle
 // while a wave reduces). Here a cluster loops over rows r, r + clusters, ...; while it reduces
@@ -291,12 +328,8 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
   const int t = static_cast<int>(threadIdx.x);
   Pack next[kPacks];
   auto issue = [&](int64_t row) {
-    const Pack* src = reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
-                                                    row * p.logits_row_stride + begin);
-#pragma unroll
-    for (int u = 0; u < kPacks; ++u) {
-      if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
-    }
+    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
+                t);
   };
   int64_t row = blockIdx.x / C;
   pdl_wait();
@@ -306,23 +339,7 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
     const float scale = (EMBER_SOFTMAX_ONLINE ? kLog2e : 1.f) / t_row;
     RowStats<> st;
     __syncthreads();  // the previous row's store pass is done reading row_smem
-#pragma unroll
-    for (int u = 0; u < kPacks; ++u) {
-      const int i = t + u * kSoftmaxThreads;
-      if (i < packs) {
-        float v[kE];
-#pragma unroll
-        for (int j = 0; j < kE; ++j) {
-          v[j] = to_float(next[u].v[j]) * scale;
-          st.add(v[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < kE; j += 4) {
-          *reinterpret_cast<float4*>(row_smem + i * kE + j) =
-              make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
-        }
-      }
-    }
+    stage_chunk(next, row_smem, packs, scale, st, t);
     if (row + clusters < p.rows) issue(row + clusters);  // in flight while this row finishes
     float* out = p.probs + row * p.probs_row_stride + begin;
     if (EMBER_SOFTMAX_ONLINE) {
@@ -392,12 +409,8 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   const int t = static_cast<int>(threadIdx.x);
   Pack next[kPacks];
   auto issue = [&](int64_t row) {
-    const Pack* src = reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
-                                                    row * p.logits_row_stride + begin);
-#pragma unroll
-    for (int u = 0; u < kPacks; ++u) {
-      if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
-    }
+    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
+                t);
   };
   int64_t row = blockIdx.x / C;
   if (row < p.rows) issue(row);
@@ -406,23 +419,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     const float scale = kLog2e / t_row;
     RowStats<> st;
     __syncthreads();  // the previous row's store pass is done reading row_smem
-#pragma unroll
-    for (int u = 0; u < kPacks; ++u) {
-      const int i = t + u * kSoftmaxThreads;
-      if (i < packs) {
-        float v[kE];
-#pragma unroll
-        for (int j = 0; j < kE; ++j) {
-          v[j] = to_float(next[u].v[j]) * scale;
-          st.add(v[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < kE; j += 4) {
-          *reinterpret_cast<float4*>(row_smem + i * kE + j) =
-              make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
-        }
-      }
-    }
+    stage_chunk(next, row_smem, packs, scale, st, t);
     if (row + groups < p.rows) issue(row + groups);     // in flight while this row finishes
     const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
     const float s =
