@@ -201,8 +201,10 @@ __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_
 // chunk already holds exp(x - max)). `vec4`: `out` and `n` are multiples of 4 floats (16 bytes).
 __device__ __forceinline__ void store_probs(float* out, const float* row_smem, int n, float base,
                                             float inv, bool vec4) {
-  auto prob = [&](float x) { return EMBER_SOFTMAX_ONLINE ? exp2_approx(x - base) * inv : x * inv; };
   if constexpr (EMBER_SOFTMAX_VEC_STORE != 0) {
+    auto prob = [&](float x) {
+      return EMBER_SOFTMAX_ONLINE ? exp2_approx(x - base) * inv : x * inv;
+    };
     if (vec4) {
       const float4* src = reinterpret_cast<const float4*>(row_smem);
       for (int i = threadIdx.x; i < n / 4; i += kSoftmaxThreads) {
@@ -214,7 +216,9 @@ __device__ __forceinline__ void store_probs(float* out, const float* row_smem, i
       return;
     }
   }
-  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) out[i] = prob(row_smem[i]);
+  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
+    out[i] = EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
+  }
 }
 
 template <typename T, bool VEC>

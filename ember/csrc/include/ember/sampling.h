@@ -19,12 +19,13 @@ struct SoftmaxParams {
   int64_t rows;
   int64_t vocab;
   int chunk;  // elements of a row per CTA of its cluster (a multiple of 8)
-  // softmax_grid_kernel's workspace (softmax_workspace_words, zeroed), or null
-  uint32_t* grid_ws;
-  bool vec;      // 16-byte loads of the logits (aligned rows)
-  bool vec_out;  // 16-byte stores of the probabilities (aligned rows, vocab a multiple of 4)
+  bool vec;   // 16-byte loads of the logits (aligned rows)
   bool pdl;
   int device;
+  // NOTE: the A/B switches' fields last, so the default kernels' parameter offsets stay put
+  // softmax_grid_kernel's workspace (softmax_workspace_words, zeroed), or null
+  uint32_t* grid_ws;
+  bool vec_out;  // 16-byte stores of the probabilities (aligned rows, vocab a multiple of 4)
 };
 
 // CTAs per row: a thread-block cluster whose shared memories together hold the row.
