@@ -133,7 +133,30 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // e4m3 subnormals land on fp16 subnormals, so every value (zero included) is exact. Byte
 // permutes and logic ops only: the conversion instructions (cvt) run at a quarter of their rate
 // and made the fp8 kernel conversion-bound.
+// NOTE: EMBER_DECODE_FP8_CVT=1 (A/B, unmeasured): both conversions by the hardware instruction
+// (cvt.rn.f16x2.e4m3x2, two values each; exact values, NaN stays NaN) after one prmt: 2
+// instructions a pair of values where the bit moves take 5. Why: the register fp8 path spends
+// ~2.5 ALU instructions a value on conversions, about a quarter of its loop's SASS (session 13,
+// static count). By that count an SM issues ~2.3 warp instructions a cycle at today's 2.4 TB/s
+// of fp8 bytes and would need ~3.2 at the 3.4 target, so the loop looks issue-bound (the v3
+// probe: 3 and 2 CTAs an SM within 1 %); the quarter-rate cvt pipe would run at ~46 %. The v1
+// kernel's cvt form converted each value to fp32 (two cvts a value).
+#ifndef EMBER_DECODE_FP8_CVT
+#define EMBER_DECODE_FP8_CVT 0
+#endif
+// Two e4m3 bytes (low byte first in the low 16 bits of `pair`) as fp16x2, by cvt.
+__device__ __forceinline__ uint32_t e4m3x2_cvt(uint32_t pair) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(pair)));
+  return h2;
+}
+
 __device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  if constexpr (EMBER_DECODE_FP8_CVT != 0) {
+    lo = e4m3x2_cvt(w);
+    hi = e4m3x2_cvt(w >> 16);
+    return;
+  }
   uint32_t x0, x1;
   asm("prmt.b32 %0, %1, 0, 0x4140;" : "=r"(x0) : "r"(w));  // [b0, 0, b1, 0]
   asm("prmt.b32 %0, %1, 0, 0x4342;" : "=r"(x1) : "r"(w));  // [b2, 0, b3, 0]
@@ -145,6 +168,17 @@ __device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_
 // 0x4240: bytes 0,2; 0x4341: bytes 1,3 — the last two transpose a 2x2 block of bytes).
 template <unsigned Lo, unsigned Hi>
 __device__ __forceinline__ void e4m3_pairs_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  if constexpr (EMBER_DECODE_FP8_CVT != 0) {
+    // the selectors' byte picks (nibbles 0 and 2) packed into the low 16 bits
+    constexpr unsigned kLo = 0x4400u | (Lo & 0xfu) | (((Lo >> 8) & 0xfu) << 4);
+    constexpr unsigned kHi = 0x4400u | (Hi & 0xfu) | (((Hi >> 8) & 0xfu) << 4);
+    uint32_t p0, p1;
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p0) : "r"(w), "n"(kLo));
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p1) : "r"(w), "n"(kHi));
+    lo = e4m3x2_cvt(p0);
+    hi = e4m3x2_cvt(p1);
+    return;
+  }
   uint32_t x0, x1;
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x0) : "r"(w), "n"(Lo));
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x1) : "r"(w), "n"(Hi));
@@ -160,9 +194,10 @@ __device__ __forceinline__ int swz8(int r, int c) {
   return r * ROW + ((c ^ ((r * kNC / 8) % kNC)) << 4);
 }
 
-// NOTE: an fp8 K/V element converted by e4m3x4_to_half is 2^-8 times its value; a bf16 query is
-// scaled by 2^-4 into fp16 (finite for |q| < 2^20; rounded to fp16, subnormal below ~2^-10).
-constexpr float kFp8Unscale = 256.f;
+// NOTE: an fp8 K/V element converted by e4m3x4_to_half is 2^-8 times its value (its value under
+// EMBER_DECODE_FP8_CVT); a bf16 query is scaled by 2^-4 into fp16 (finite for |q| < 2^20;
+// rounded to fp16, subnormal below ~2^-10).
+constexpr float kFp8Unscale = EMBER_DECODE_FP8_CVT != 0 ? 1.f : 256.f;
 constexpr float kBf16QScale = 0.0625f;
 
 template <typename T, typename TKV, int D, int G>
