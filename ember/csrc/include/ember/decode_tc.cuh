@@ -144,6 +144,15 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 #ifndef EMBER_DECODE_FP8_CVT
 #define EMBER_DECODE_FP8_CVT 0
 #endif
+// NOTE: EMBER_DECODE_LAZY (A/B, unmeasured): 1 skips a tile's rescale of the O accumulators (kNT
+// x 4 FMUL a thread) when no row of the warp has a new maximum, which after the first tiles is
+// most of them (results bit-identical: the factor would be exactly 1); 2 also keeps a row's
+// running maximum until a tile exceeds it by more than kLazyHeadroom (log2 units, so
+// probabilities up to 2^8 before the final division; FlashAttention-3's trick).
+#ifndef EMBER_DECODE_LAZY
+#define EMBER_DECODE_LAZY 0
+#endif
+constexpr float kLazyHeadroom = 8.f;
 // Two e4m3 bytes (low byte first in the low 16 bits of `pair`) as fp16x2, by cvt.
 __device__ __forceinline__ uint32_t e4m3x2_cvt(uint32_t pair) {
   uint32_t h2;
@@ -431,6 +440,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     for (int h = 0; h < 2; ++h) {
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      if constexpr (EMBER_DECODE_LAZY >= 2) {
+        if (!(mx[h] > m[h] + kLazyHeadroom)) mx[h] = m[h];  // (-inf and NaN keep it too)
+      }
       corr[h] = mx[h] == -INFINITY ? 1.f : exp2f(m[h] - mx[h]);
       m[h] = mx[h];
     }
@@ -450,12 +462,18 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);
       l[h] = l[h] * corr[h] + rs[h];
     }
+    bool rescale = true;
+    if constexpr (EMBER_DECODE_LAZY >= 1) {
+      rescale = __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f);  // warp-uniform
+    }
+    if (rescale) {
 #pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
+      for (int n = 0; n < kNT; ++n) {
+        o[n][0] *= corr[0];
+        o[n][1] *= corr[0];
+        o[n][2] *= corr[1];
+        o[n][3] *= corr[1];
+      }
     }
     // O += P V: P (16 x 16 tokens) from the S accumulators.
     uint32_t pa[4];
