@@ -127,7 +127,12 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     mod = _module(logits, fn)
     if out is None:
         out = logits.new_empty(logits.shape, dtype=_float32())
-    ws = _softmax_workspace(logits, fn)
+    ws = None
+    takes = _TAKES_WORKSPACE.get(id(mod))
+    if takes is None:  # once a module: only -DEMBER_SOFTMAX_GRID=1 builds take one
+        takes = _TAKES_WORKSPACE[id(mod)] = mod.softmax_workspace_words(128, 128256) > 0
+    if takes and logits.dim() == 2:
+        ws = _softmax_workspace(logits, mod.softmax_workspace_words(*logits.shape))
     if temperature is None:
         mod.softmax(logits, out, None, 1.0, ws)
     elif isinstance(temperature, int | float):
@@ -137,26 +142,19 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     return out
 
 
-_WS_WORDS: dict[tuple[int, int, int], int] = {}
+# Module id -> whether its softmax takes a workspace (asked once a module, off the hot path).
+_TAKES_WORKSPACE: dict[int, bool] = {}
 
 
-def _softmax_workspace(logits: Any, fn: str) -> Any:
-    """The zeroed int32 workspace the module's softmax takes for these rows, or None (only
-    builds with ``-DEMBER_SOFTMAX_GRID=1`` take one: per call, so that CUDA graphs capture its
-    memset and concurrent streams never share it)."""
-    if logits.dim() != 2:
-        return None  # the binding names the bad shape
-    mod = _module(logits, fn)
-    rows, vocab = int(logits.shape[0]), int(logits.shape[1])
-    key = (id(mod), rows, vocab)
-    words = _WS_WORDS.get(key)
-    if words is None:
-        words = _WS_WORDS[key] = int(mod.softmax_workspace_words(rows, vocab))
+def _softmax_workspace(logits: Any, words: int) -> Any:
+    """The zeroed int32 workspace a ``-DEMBER_SOFTMAX_GRID=1`` build's softmax takes (``words``
+    from the module), or None: one a call, so that a CUDA graph captures its memset and
+    concurrent streams never share it."""
     if words == 0:
         return None
     import torch
 
-    return torch.zeros(words, dtype=torch.int32, device=logits.device)
+    return torch.zeros(int(words), dtype=torch.int32, device=logits.device)
 
 
 def _float32() -> Any:

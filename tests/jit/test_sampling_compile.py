@@ -46,6 +46,22 @@ def test_softmax_takes_a_workspace_only_in_grid_builds() -> None:
     assert words(128, 32000) == 0 and words(0, 128256) == 0
 
 
+@pytest.mark.parametrize(
+    ("workspace", "err", "pattern"),
+    [
+        (torch.zeros(4, dtype=torch.int64), TypeError, r"`workspace` must have dtype int32, got int64"),
+        (torch.zeros(2, 4, dtype=torch.int32), ValueError, r"`workspace` must be int32 \[>= 0\] .*got \[2, 4\]"),
+        (torch.zeros(8, dtype=torch.int32)[::2], ValueError, r"`workspace` must be contiguous"),
+    ],
+)  # fmt: skip
+def test_a_bad_softmax_workspace_raises_before_launch(workspace, err, pattern) -> None:
+    # the binding's own checks of the (internal) workspace argument, before the device checks
+    mod = sampling._module(torch.zeros(1), "test")
+    logits = torch.zeros(4, 1000)
+    with pytest.raises(err, match=pattern):
+        mod.softmax(logits, torch.zeros(4, 1000), None, 1.0, workspace)
+
+
 L = torch.zeros(4, 1000, dtype=torch.bfloat16)
 
 

@@ -80,10 +80,6 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
                               << ": `temperature` must be a finite float32 > 0 (>= " << FLT_MIN
                               << "), got " << scalar_temperature;
   }
-  b::expect_device(fn, "logits", logits, kDLCUDA, "a CUDA device");
-  b::expect_same_device(fn, "out", probs, "logits", logits);
-  if (temperature.has_value())
-    b::expect_same_device(fn, "temperature", *temperature, "logits", logits);
   const int64_t ws_words = rows == 0 || vocab == 0 ? 0 : s::softmax_workspace_words(rows, vocab);
   if (workspace.has_value()) {
     const TensorView& w = *workspace;
@@ -93,8 +89,12 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
       TVM_FFI_THROW(ValueError) << fn << ": `workspace` must be int32 [>= " << ws_words
                                 << "] (softmax_workspace_words), got " << b::shape_str(w);
     }
-    b::expect_same_device(fn, "workspace", w, "logits", logits);
   }
+  b::expect_device(fn, "logits", logits, kDLCUDA, "a CUDA device");
+  b::expect_same_device(fn, "out", probs, "logits", logits);
+  if (temperature.has_value())
+    b::expect_same_device(fn, "temperature", *temperature, "logits", logits);
+  if (workspace.has_value()) b::expect_same_device(fn, "workspace", *workspace, "logits", logits);
   if (rows == 0 || vocab == 0) return;
 
   s::SoftmaxParams p{};
