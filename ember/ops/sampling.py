@@ -129,7 +129,7 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
         out = logits.new_empty(logits.shape, dtype=_float32())
     ws = None
     takes = _TAKES_WORKSPACE.get(id(mod))
-    if takes is None:  # once a module: only -DEMBER_SOFTMAX_GRID=1 builds take one
+    if takes is None:  # once a module: -DEMBER_SOFTMAX_GRID=0 builds never take one
         takes = _TAKES_WORKSPACE[id(mod)] = mod.softmax_workspace_words(128, 128256) > 0
     if takes and logits.dim() == 2:
         ws = _softmax_workspace(logits, mod.softmax_workspace_words(*logits.shape))
@@ -147,9 +147,9 @@ _TAKES_WORKSPACE: dict[int, bool] = {}
 
 
 def _softmax_workspace(logits: Any, words: int) -> Any:
-    """The zeroed int32 workspace a ``-DEMBER_SOFTMAX_GRID=1`` build's softmax takes (``words``
-    from the module), or None: one a call, so that a CUDA graph captures its memset and
-    concurrent streams never share it."""
+    """The zeroed int32 workspace softmax_grid_kernel takes (``words`` from the module: 48 or
+    more rows of about 114 700-131 072 elements), or None: one a call, so that a CUDA graph
+    captures its memset and concurrent streams never share it."""
     if words == 0:
         return None
     import torch

@@ -67,7 +67,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
             "EMBER_FILTER_LEAN0=0",
             "EMBER_FILTER_SPLIT0=1",
             "EMBER_SOFTMAX_NARROW=0",
-            "EMBER_SOFTMAX_GRID=1",
+            "EMBER_SOFTMAX_GRID=0",
             "EMBER_SOFTMAX_VEC_STORE=1",
         ),
     ),

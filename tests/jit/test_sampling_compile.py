@@ -26,24 +26,23 @@ def test_module_builds_for_exactly_sm90a_and_needs_sm90() -> None:
     assert sampling.sampling_spec("bf16").archs == ("sm90+",)
 
 
-def test_softmax_takes_a_workspace_only_in_grid_builds() -> None:
-    # softmax_workspace_words: 0 in the default build (the 8-CTA clusters need none); with the
-    # A/B switch EMBER_SOFTMAX_GRID=1, the zeroed counts and (max, sum) pairs of the rows whose
-    # 8 chunks fit softmax_persistent_kernel (14 337-16 384 elements), 48 rows or more
+def test_softmax_takes_a_workspace_only_for_the_grid_kernels_rows() -> None:
+    # softmax_workspace_words: the zeroed counts and (max, sum) pairs of the rows
+    # softmax_grid_kernel takes (48 or more rows whose 8 chunks are 14 337-16 384 elements);
+    # 0 elsewhere, and always 0 in an EMBER_SOFTMAX_GRID=0 build (the 8-CTA clusters need none)
     from ember.config import knobs
     from ember.jit import build_and_load
 
-    default = build_and_load(sampling.sampling_spec("fp32"))
-    assert default.softmax_workspace_words(128, 128256) == 0
-    with knobs.scope(extra_cuda_flags=("-DEMBER_SOFTMAX_GRID=1",)):
-        grid = build_and_load(sampling.sampling_spec("fp32"))
-    words = grid.softmax_workspace_words
+    words = build_and_load(sampling.sampling_spec("fp32")).softmax_workspace_words
     assert words(128, 128256) == 128 + 2 * 8 * 128
     assert words(49, 131072) == 50 + 2 * 8 * 49  # counts padded to an even number
     assert words(47, 128256) == 0  # one round of clusters holds them
     assert words(128, 131080) == 0  # chunks of 16 392: softmax_kernel
     assert words(128, 114688) == 0  # chunks of 14 336: 4 CTAs an SM of softmax_kernel
     assert words(128, 32000) == 0 and words(0, 128256) == 0
+    with knobs.scope(extra_cuda_flags=("-DEMBER_SOFTMAX_GRID=0",)):
+        clusters = build_and_load(sampling.sampling_spec("fp32"))
+    assert clusters.softmax_workspace_words(128, 128256) == 0
 
 
 @pytest.mark.parametrize(

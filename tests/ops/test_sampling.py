@@ -117,8 +117,8 @@ def test_many_rows_of_large_vocabularies(dtype, vocab):
 
 
 def test_softmax_in_a_cuda_graph_replays_with_new_logits():
-    # a graph captured once is right for new logits at every replay (under
-    # -DEMBER_SOFTMAX_GRID=1 it also holds the zeroing of the per-call workspace before the
+    # a graph captured once is right for new logits at every replay (for softmax_grid_kernel's
+    # rows, 48 or more, it also holds the zeroing of the per-call workspace before the
     # cooperative launch: a stale count would end a wait early, or never)
     rows, vocab = 128, 128256
     x = 4 * torch.randn(rows, vocab, device="cuda")
@@ -142,8 +142,8 @@ def test_softmax_in_a_cuda_graph_replays_with_new_logits():
 
 
 def test_softmax_on_two_streams_at_once():
-    # two streams' launches in flight together never share state (under -DEMBER_SOFTMAX_GRID=1
-    # each call has its own workspace)
+    # two streams' launches in flight together never share state (softmax_grid_kernel's calls
+    # each have their own workspace)
     rows, vocab = 128, 128256
     xs = [4 * torch.randn(rows, vocab, device="cuda") for _ in range(2)]
     outs = [torch.full((rows, vocab), float("nan"), device="cuda") for _ in range(2)]

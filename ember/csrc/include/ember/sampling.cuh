@@ -363,15 +363,18 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
   pdl_launch_dependents();
 }
 
-// NOTE: EMBER_SOFTMAX_GRID=1 (A/B, unmeasured): the rows softmax_persistent_kernel takes go to
-// softmax_grid_kernel instead, the same 8 chunks a row and 2 CTAs an SM but no thread-block
-// clusters: a persistent cooperative grid whose CTAs 8r..8r+7 share rows and exchange their
-// (max, sum) through global memory. Why: GPC quantisation lets only 30 8-CTA clusters (240 CTAs)
-// run at once on the H200, so 128 rows take 5 rounds (4.27 would do); a clusterless grid runs
-// 264 CTAs = 33 rows a round, 128 rows in 4 (3.88). Predicted 128 x 128 256 fp32 42.2 -> 34-36
-// us if the exchange costs what the cluster barrier does (notes/act.md, "Session 13").
+// Rows softmax_persistent_kernel would take (48 or more whose 8 chunks are 14 337-16 384
+// elements) go to softmax_grid_kernel: the same 8 chunks a row and 2 CTAs an SM but no
+// thread-block clusters, a persistent cooperative grid whose CTAs 8r..8r+7 share rows and
+// exchange their (max, sum) through global memory. Why: GPC quantisation lets only 30 8-CTA
+// clusters (240 CTAs) run at once on the H200, so 128 rows take 5 rounds; a clusterless grid
+// runs 264 CTAs = 33 rows a round, 128 rows in 4. Measured (session 14, CUPTI, against the
+// cluster kernel in the same call): 128 x 128 256 fp32 42.3 -> 40.7 us, bf16 38.1 -> 37.0; 96
+// rows fp32 34.4 -> 31.7; 64 rows fp32 25.2 -> 22.8, bf16 22.4 -> 20.4 (predicted 34-36 us at
+// 128 rows: the exchange costs more than the cluster barrier did; notes/act.md, "Session 14").
+// EMBER_SOFTMAX_GRID=0 keeps the cluster kernel for these rows (A/B).
 #ifndef EMBER_SOFTMAX_GRID
-#define EMBER_SOFTMAX_GRID 0
+#define EMBER_SOFTMAX_GRID 1
 #endif
 // Below this many rows one round of 8-CTA clusters holds them all: nothing to balance.
 constexpr int64_t kGridMinRows = 48;
