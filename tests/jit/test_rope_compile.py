@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import ember
-from ember.jit import resolve
+from ember.jit import build, resolve
 from ember.ops import rope
 
 pytestmark = [
@@ -36,7 +36,7 @@ def qkp(tokens: int = 4, hq: int = 8, hk: int = 2, dim: int = 64) -> tuple:
 
 def test_module_builds_binding_and_kernels_for_exactly_sm90a() -> None:
     assert rope._module(torch.zeros(1, dtype=BF), "test").apply is not None
-    manifest = (resolve(rope.rope_spec("bf16")).entry / "build.ninja").read_text()
+    manifest = (build(resolve(rope.rope_spec("bf16"))).parent / "build.ninja").read_text()
     assert re.findall(r"-gencode=\S+", manifest) == ["-gencode=arch=compute_90a,code=sm_90a"]
     assert "build rope.o: cxx " in manifest and "build rope_1.o: nvcc " in manifest
 

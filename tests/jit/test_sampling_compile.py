@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import ember
-from ember.jit import resolve
+from ember.jit import build, resolve
 from ember.ops import sampling
 
 pytestmark = [
@@ -21,7 +21,7 @@ pytestmark = [
 
 def test_module_builds_for_exactly_sm90a_and_needs_sm90() -> None:
     assert sampling._module(torch.zeros(1), "test").softmax is not None
-    manifest = (resolve(sampling.sampling_spec("fp32")).entry / "build.ninja").read_text()
+    manifest = (build(resolve(sampling.sampling_spec("fp32"))).parent / "build.ninja").read_text()
     assert re.findall(r"-gencode=\S+", manifest) == ["-gencode=arch=compute_90a,code=sm_90a"]
     assert sampling.sampling_spec("bf16").archs == ("sm90+",)
 

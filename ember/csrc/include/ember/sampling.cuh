@@ -383,7 +383,7 @@ constexpr int64_t kGridMinRows = 48;
 // it does not take these rows): an arrival count a row (padded to an even count), then a
 // (max, sum) pair a row and chunk.
 inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
-  if (!EMBER_SOFTMAX_GRID || rows < kGridMinRows) return 0;
+  if (!EMBER_SOFTMAX_GRID || !EMBER_SOFTMAX_ONLINE || rows < kGridMinRows) return 0;
   const int64_t chunk = ((vocab + kSoftmaxCluster - 1) / kSoftmaxCluster + 7) / 8 * 8;
   if (chunk <= kPersistentMinChunk || chunk > kPersistentMaxChunk) return 0;
   return (rows + 1) / 2 * 2 + 2 * kSoftmaxCluster * rows;
@@ -1748,7 +1748,7 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
       return err;
     }
   }
-  if constexpr (EMBER_SOFTMAX_GRID != 0) {
+  if constexpr (EMBER_SOFTMAX_GRID != 0 && EMBER_SOFTMAX_ONLINE != 0) {  // (it exchanges online pairs)
     if (p.vec && launch_grid<T>(p, stream, err)) return err;
   }
   if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
