@@ -33,10 +33,6 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "v1": "-DEMBER_DECODE_TC=0",
     "fp8r2": "-DEMBER_DECODE_MINB=2",  # the register fp8 path at 2 CTAs per SM
     "fp8pass": "-DEMBER_DECODE_FP8_REGS=0",  # fp8 through a 16-bit shared-memory copy
-    "fp8cvt": "-DEMBER_DECODE_FP8_CVT=1",  # fp8 -> fp16 by cvt.rn.f16x2.e4m3x2 (session 13)
-    "lazy1": "-DEMBER_DECODE_LAZY=1",  # no O rescale on tiles without a new maximum
-    "lazy2": "-DEMBER_DECODE_LAZY=2",  # ... and the maximum moves only by more than 2^8
-    "cvtlazy": "-DEMBER_DECODE_FP8_CVT=1 -DEMBER_DECODE_LAZY=2",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

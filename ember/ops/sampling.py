@@ -107,7 +107,9 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     logits:
         ``[rows, vocab]`` bf16/fp16/fp32 on a CUDA device (sm_90+), last dimension contiguous;
         ``vocab`` up to ~464 000 (a row is held in the shared memory of one 8-CTA cluster;
-        aligned rows of 16 385-65 536 with many rows take clusters of 2 or 4).
+        aligned rows of 16 385-65 536 with many rows take clusters of 2 or 4; 48+ aligned rows
+        of ~114 700-131 072 take 8 CTAs of a cooperative grid that exchange through global
+        memory, which fills all 132 SMs where 8-CTA clusters fill 120).
     temperature:
         ``None`` (1), a float > 0, or an fp32 tensor ``[rows]`` of per-row temperatures (> 0;
         not checked, to keep the call free of synchronisation).

@@ -68,7 +68,6 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
             "EMBER_FILTER_SPLIT0=1",
             "EMBER_SOFTMAX_NARROW=0",
             "EMBER_SOFTMAX_GRID=0",
-            "EMBER_SOFTMAX_VEC_STORE=1",
         ),
     ),
     (
@@ -87,11 +86,6 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         ("EMBER_DECODE_FP8_REGS=0", "EMBER_DECODE_STAGES8=3", "EMBER_DECODE_TC=0"),
     ),
     (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_STAGES16=2",)),
-    (
-        lambda: decode_spec("bf16", "e4m3", 128, 4),
-        ("EMBER_DECODE_FP8_CVT=1", "EMBER_DECODE_LAZY=2"),
-    ),
-    (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_LAZY=1",)),
 ]
 
 # switches that are not A/B alternatives (none today)

@@ -91,8 +91,9 @@ def test_many_rows_of_a_mid_size_vocabulary(dtype, vocab):
     ids=str,
 )
 def test_many_rows_of_large_vocabularies(dtype, vocab):
-    # 200 rows: more than the 8-CTA clusters that fit at once, so clusters loop over rows and
-    # load the next while they store the current one (these vocabularies were the limits of
+    # 200 rows: more than fit at once, so the persistent kernels loop over rows (the grid
+    # kernel's 33 groups of 8 CTAs at 131 072, the clusters elsewhere) and load the next row
+    # while they store the current one (these vocabularies were the limits of
     # session 13's 2-CTA softmax_pair_kernel, removed: notes/act.md);
     # per-row temperatures, -inf logits at both halves' ends, a row of one finite logit in the
     # second half's register packs, a row of all -inf (152: NaN, as documented)
@@ -160,9 +161,9 @@ def test_softmax_on_two_streams_at_once():
 
 @pytest.mark.parametrize("rows", [8, 128])
 def test_output_rows_off_the_16_byte_grid(rows):
-    # `out` a view whose rows start 4 bytes past alignment and whose stride is odd: the store
-    # pass must fall back to 4-byte stores (EMBER_SOFTMAX_VEC_STORE=1 stores 16 bytes only on
-    # aligned rows) and write nothing outside the view
+    # `out` a view whose rows start 4 bytes past alignment and whose stride is odd: both store
+    # paths (the cluster kernel at 8 rows, softmax_grid_kernel at 128) write all of the view
+    # and nothing outside it
     vocab = 128256
     logits = 4 * torch.randn(rows, vocab, device="cuda")
     base = torch.full((rows, vocab + 3), float("nan"), device="cuda")

@@ -112,8 +112,6 @@ void softmax(TensorView logits, TensorView probs, Optional<TensorView> temperatu
       workspace.has_value() && ws_words > 0 ? static_cast<uint32_t*>(b::data(*workspace)) : nullptr;
   p.vec = reinterpret_cast<uintptr_t>(b::data(logits)) % 16 == 0 &&
           (logits.stride(0) * kElemBytes) % 16 == 0 && (vocab * kElemBytes) % 16 == 0;
-  p.vec_out =
-      reinterpret_cast<uintptr_t>(p.probs) % 16 == 0 && probs.stride(0) % 4 == 0 && vocab % 4 == 0;
   p.device = logits.device().device_id;
   p.pdl = ember::supports_pdl(p.device);
   ember::DeviceScope scope(p.device);

@@ -131,41 +131,12 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // the e4m3 value times 2^-8: the e4m3 exponent and mantissa bits are moved into fp16's
 // positions and the exponent bias (7 vs 15) is left in the result, folded into the scales.
 // e4m3 subnormals land on fp16 subnormals, so every value (zero included) is exact. Byte
-// permutes and logic ops only: the conversion instructions (cvt) run at a quarter of their rate
-// and made the fp8 kernel conversion-bound.
-// NOTE: EMBER_DECODE_FP8_CVT=1 (A/B, unmeasured): both conversions by the hardware instruction
-// (cvt.rn.f16x2.e4m3x2, two values each; exact values, NaN stays NaN) after one prmt: 2
-// instructions a pair of values where the bit moves take 5. Why: the register fp8 path spends
-// ~2.5 ALU instructions a value on conversions, about a quarter of its loop's SASS (session 13,
-// static count). By that count an SM issues ~2.3 warp instructions a cycle at today's 2.4 TB/s
-// of fp8 bytes and would need ~3.2 at the 3.4 target, so the loop looks issue-bound (the v3
-// probe: 3 and 2 CTAs an SM within 1 %); the quarter-rate cvt pipe would run at ~46 %. The v1
-// kernel's cvt form converted each value to fp32 (two cvts a value).
-#ifndef EMBER_DECODE_FP8_CVT
-#define EMBER_DECODE_FP8_CVT 0
-#endif
-// NOTE: EMBER_DECODE_LAZY (A/B, unmeasured): 1 skips a tile's rescale of the O accumulators (kNT
-// x 4 FMUL a thread) when no row of the warp has a new maximum, which after the first tiles is
-// most of them (results bit-identical: the factor would be exactly 1); 2 also keeps a row's
-// running maximum until a tile exceeds it by more than kLazyHeadroom (log2 units, so
-// probabilities up to 2^8 before the final division; FlashAttention-3's trick).
-#ifndef EMBER_DECODE_LAZY
-#define EMBER_DECODE_LAZY 0
-#endif
-constexpr float kLazyHeadroom = 8.f;
-// Two e4m3 bytes (low byte first in the low 16 bits of `pair`) as fp16x2, by cvt.
-__device__ __forceinline__ uint32_t e4m3x2_cvt(uint32_t pair) {
-  uint32_t h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(pair)));
-  return h2;
-}
-
+// permutes and logic ops only: the v1 kernel's cvts to fp32 (two a value, at a quarter rate)
+// made it conversion-bound. Measured (session 14): the fp16x2 cvt form (cvt.rn.f16x2.e4m3x2 after
+// one prmt, 2 instructions a pair of values instead of 5; the loop's SASS 1 359 -> 1 152) ran no
+// faster at 64 x 4096 fp8 (215.1 vs 215.7 us), so the fp8 loop is not issue-bound; notes/decode.md,
+// "Session 14".
 __device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  if constexpr (EMBER_DECODE_FP8_CVT != 0) {
-    lo = e4m3x2_cvt(w);
-    hi = e4m3x2_cvt(w >> 16);
-    return;
-  }
   uint32_t x0, x1;
   asm("prmt.b32 %0, %1, 0, 0x4140;" : "=r"(x0) : "r"(w));  // [b0, 0, b1, 0]
   asm("prmt.b32 %0, %1, 0, 0x4342;" : "=r"(x1) : "r"(w));  // [b2, 0, b3, 0]
@@ -177,17 +148,6 @@ __device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_
 // 0x4240: bytes 0,2; 0x4341: bytes 1,3 — the last two transpose a 2x2 block of bytes).
 template <unsigned Lo, unsigned Hi>
 __device__ __forceinline__ void e4m3_pairs_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  if constexpr (EMBER_DECODE_FP8_CVT != 0) {
-    // the selectors' byte picks (nibbles 0 and 2) packed into the low 16 bits
-    constexpr unsigned kLo = 0x4400u | (Lo & 0xfu) | (((Lo >> 8) & 0xfu) << 4);
-    constexpr unsigned kHi = 0x4400u | (Hi & 0xfu) | (((Hi >> 8) & 0xfu) << 4);
-    uint32_t p0, p1;
-    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p0) : "r"(w), "n"(kLo));
-    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p1) : "r"(w), "n"(kHi));
-    lo = e4m3x2_cvt(p0);
-    hi = e4m3x2_cvt(p1);
-    return;
-  }
   uint32_t x0, x1;
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x0) : "r"(w), "n"(Lo));
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x1) : "r"(w), "n"(Hi));
@@ -203,10 +163,9 @@ __device__ __forceinline__ int swz8(int r, int c) {
   return r * ROW + ((c ^ ((r * kNC / 8) % kNC)) << 4);
 }
 
-// NOTE: an fp8 K/V element converted by e4m3x4_to_half is 2^-8 times its value (its value under
-// EMBER_DECODE_FP8_CVT); a bf16 query is scaled by 2^-4 into fp16 (finite for |q| < 2^20;
-// rounded to fp16, subnormal below ~2^-10).
-constexpr float kFp8Unscale = EMBER_DECODE_FP8_CVT != 0 ? 1.f : 256.f;
+// NOTE: an fp8 K/V element converted by e4m3x4_to_half is 2^-8 times its value; a bf16 query
+// is scaled by 2^-4 into fp16 (finite for |q| < 2^20; rounded to fp16, subnormal below ~2^-10).
+constexpr float kFp8Unscale = 256.f;
 constexpr float kBf16QScale = 0.0625f;
 
 template <typename T, typename TKV, int D, int G>
@@ -440,9 +399,6 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     for (int h = 0; h < 2; ++h) {
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      if constexpr (EMBER_DECODE_LAZY >= 2) {
-        if (!(mx[h] > m[h] + kLazyHeadroom)) mx[h] = m[h];  // (-inf and NaN keep it too)
-      }
       corr[h] = mx[h] == -INFINITY ? 1.f : exp2f(m[h] - mx[h]);
       m[h] = mx[h];
     }
@@ -462,18 +418,12 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);
       l[h] = l[h] * corr[h] + rs[h];
     }
-    bool rescale = true;
-    if constexpr (EMBER_DECODE_LAZY >= 1) {
-      rescale = __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f);  // warp-uniform
-    }
-    if (rescale) {
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        o[n][0] *= corr[0];
-        o[n][1] *= corr[0];
-        o[n][2] *= corr[1];
-        o[n][3] *= corr[1];
-      }
+    for (int n = 0; n < kNT; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
     }
     // O += P V: P (16 x 16 tokens) from the S accumulators.
     uint32_t pa[4];

@@ -189,33 +189,10 @@ __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_
   return make_float2(base, 1.f / gs);
 }
 
-// NOTE: EMBER_SOFTMAX_VEC_STORE=1 (A/B, unmeasured): the store pass moves 4 values a thread
-// (one 16-byte shared load, one st.global.v4) where the output rows allow it, a quarter of the
-// instructions of the scalar pass (session 13: ~9 a value, ~2.6 us of issue a round of 128 x
-// 128 256 fp32 on an SM's two CTAs).
-#ifndef EMBER_SOFTMAX_VEC_STORE
-#define EMBER_SOFTMAX_VEC_STORE 0
-#endif
-
 // The store pass over a CTA's chunk: 2^(x - base) * inv for the online form, else x * inv (the
-// chunk already holds exp(x - max)). `vec4`: `out` and `n` are multiples of 4 floats (16 bytes).
+// chunk already holds exp(x - max)).
 __device__ __forceinline__ void store_probs(float* out, const float* row_smem, int n, float base,
-                                            float inv, bool vec4) {
-  if constexpr (EMBER_SOFTMAX_VEC_STORE != 0) {
-    auto prob = [&](float x) {
-      return EMBER_SOFTMAX_ONLINE ? exp2_approx(x - base) * inv : x * inv;
-    };
-    if (vec4) {
-      const float4* src = reinterpret_cast<const float4*>(row_smem);
-      for (int i = threadIdx.x; i < n / 4; i += kSoftmaxThreads) {
-        const float4 x = src[i];
-        asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(out + 4 * i), "f"(prob(x.x)),
-                     "f"(prob(x.y)), "f"(prob(x.z)), "f"(prob(x.w))
-                     : "memory");
-      }
-      return;
-    }
-  }
+                                            float inv) {
   for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
     out[i] = EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
   }
@@ -248,14 +225,14 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
     const float2 nz = online_normalizer<kSoftmaxCluster>(cluster, st, exchange, scratch);
     auto token = cluster.barrier_arrive();  // this CTA's reads of its peers' slots are done
     pdl_launch_dependents();
-    store_probs(out, row_smem, n, nz.x, nz.y, p.vec_out);
+    store_probs(out, row_smem, n, nz.x, nz.y);
     cluster.barrier_wait(std::move(token));  // no CTA leaves while another reads its slots
   } else {
     const float inv_s =
         exp_and_normalizer<kSoftmaxCluster>(cluster, row_smem, n, st.m, exchange, scratch);
     cluster.sync();  // no CTA leaves while another still reads its exchange slots
     pdl_launch_dependents();
-    store_probs(out, row_smem, n, 0.f, inv_s, p.vec_out);
+    store_probs(out, row_smem, n, 0.f, inv_s);
   }
 }
 
@@ -350,13 +327,13 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
       // NOTE: one cluster barrier a row, so the slots alternate: row k + 2 writes row k's pair
       // only after row k + 1's barrier, which every CTA passes after its reads of row k's.
       const float2 nz = online_normalizer<C>(cluster, st, exchange + 2 * (iter & 1), scratch);
-      store_probs(out, row_smem, n, nz.x, nz.y, p.vec_out);
+      store_probs(out, row_smem, n, nz.x, nz.y);
     } else {
       // NOTE: the exchange slots need no barrier of their own between rows: a CTA writes slot 0
       // (1) of row k + 1 only after every CTA has passed row k's second (row k + 1's first)
       // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
       store_probs(out, row_smem, n, 0.f,
-                  exp_and_normalizer<C>(cluster, row_smem, n, st.m, exchange, scratch), p.vec_out);
+                  exp_and_normalizer<C>(cluster, row_smem, n, st.m, exchange, scratch));
     }
   }
   cluster.sync();  // no CTA leaves while another still reads its exchange slots
@@ -455,7 +432,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     }
     __syncthreads();
     const float2 nz = norm;
-    store_probs(p.probs + row * p.probs_row_stride + begin, row_smem, n, nz.x, nz.y, p.vec_out);
+    store_probs(p.probs + row * p.probs_row_stride + begin, row_smem, n, nz.x, nz.y);
   }
 }
 
@@ -1748,7 +1725,8 @@ cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
       return err;
     }
   }
-  if constexpr (EMBER_SOFTMAX_GRID != 0 && EMBER_SOFTMAX_ONLINE != 0) {  // (it exchanges online pairs)
+  // (the grid kernel exchanges online (max, sum) pairs)
+  if constexpr (EMBER_SOFTMAX_GRID != 0 && EMBER_SOFTMAX_ONLINE != 0) {
     if (p.vec && launch_grid<T>(p, stream, err)) return err;
   }
   if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&

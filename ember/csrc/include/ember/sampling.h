@@ -25,7 +25,6 @@ struct SoftmaxParams {
   // NOTE: the A/B switches' fields last, so the default kernels' parameter offsets stay put
   // softmax_grid_kernel's workspace (softmax_workspace_words, zeroed), or null
   uint32_t* grid_ws;
-  bool vec_out;  // 16-byte stores of the probabilities (aligned rows, vocab a multiple of 4)
 };
 
 // CTAs per row: a thread-block cluster whose shared memories together hold the row.
