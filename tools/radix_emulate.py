@@ -1,7 +1,7 @@
 """A NumPy model of the sampling filters' radix select (``radix_select`` in
-ember/csrc/include/ember/sampling.cuh; one CTA stands for the cluster), checked against the exact
-kept-set reference (``ember.testing.reference.filter_threshold_ref``) on random rows: peaked and
-flat, zeros, ties, top-k/top-p/min-p combined, and the first pass's cut with its retry.
+ember/csrc/include/ember/sampling_filter.cuh; one CTA stands for the cluster), checked against
+the exact kept-set reference (``ember.testing.reference.filter_threshold_ref``) on random rows:
+peaked and flat, zeros, ties, top-k/top-p/min-p combined, and the first pass's cut with its retry.
 
     python tools/radix_emulate.py [--trials 300] [--relative] [--stream]
     # prints the mismatches, retries and (--stream) the streaming kernel's fallbacks seen

@@ -1,9 +1,10 @@
 """Sampling: softmax with temperature; sampling from probabilities or logits under top-k / top-p /
 min-p filters; top-k/top-p renormalisation and top-k masking. No sort anywhere.
 
-Device code ``csrc/include/ember/sampling.cuh`` → ``csrc/ops/sampling.{cc,cu}`` → one module per
-logits dtype (``sampling_bf16``, ``sampling_fp16``, ``sampling_fp32``). The softmax uses
-thread-block clusters, so the family needs sm_90 or newer.
+Device code ``csrc/include/ember/{softmax,sampling_filter}.cuh`` (shared pieces in
+``sampling.cuh``) → ``csrc/ops/sampling.{cc,cu}`` and one ``sampling_filter_<mode>.cu`` a filter
+mode → one module per logits dtype (``sampling_bf16``, ``sampling_fp16``, ``sampling_fp32``).
+The softmax uses thread-block clusters, so the family needs sm_90 or newer.
 """
 
 from __future__ import annotations

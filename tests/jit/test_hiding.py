@@ -46,7 +46,7 @@ def test_every_device_header_makes_hiding_an_error() -> None:
 
 
 def _probe(tmp: Path, header: str) -> KernelSpec:
-    """A module whose one source includes `header` (a copy of sampling.cuh) from `tmp`."""
+    """A module whose one source includes `header` (a copy of sampling_filter.cuh) from `tmp`."""
     tmp.mkdir()
     (tmp / "sampling_copy.cuh").write_text(header)
     src = tmp / "probe.cu"
@@ -61,7 +61,7 @@ def _probe(tmp: Path, header: str) -> KernelSpec:
 
 
 def test_the_hidden_key_origin_no_longer_compiles(tmp_path: Path) -> None:
-    original = (HEADERS / "sampling.cuh").read_text()
+    original = (HEADERS / "sampling_filter.cuh").read_text()
     # the control: the header as it is compiles on its own
     assert build(resolve(_probe(tmp_path / "ok", original)), prebuilt=False).is_file()
     # the session-8 bug: the warp's survivor slot named like the radix digits' origin again

@@ -1,6 +1,6 @@
 // Sampling-family kernels for one logits dtype, chosen at compile time with
 // -DEMBER_SAMPLING_DTYPE=<C++ type>. No tvm-ffi headers here: the binding is sampling.cc.
-#include "ember/sampling.cuh"
+#include "ember/softmax.cuh"
 
 #ifndef EMBER_SAMPLING_DTYPE
 #error "compile with -DEMBER_SAMPLING_DTYPE=float|ember::half|ember::bfloat16"

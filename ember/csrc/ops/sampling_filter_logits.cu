@@ -1,6 +1,6 @@
 // One sampling filter mode a translation unit, so that ninja builds them in parallel
 // (sampling.cu's NOTE): sampling from logits (kSampleLogits). Built with -DEMBER_SAMPLING_DTYPE.
-#include "ember/sampling.cuh"
+#include "ember/sampling_filter.cuh"
 
 #ifndef EMBER_SAMPLING_DTYPE
 #error "compile with -DEMBER_SAMPLING_DTYPE=float|ember::half|ember::bfloat16"

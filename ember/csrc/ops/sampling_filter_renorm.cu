@@ -4,7 +4,7 @@
 // instantiates it (the Python layer sends probabilities there).
 #include <type_traits>
 
-#include "ember/sampling.cuh"
+#include "ember/sampling_filter.cuh"
 
 #ifndef EMBER_SAMPLING_DTYPE
 #error "compile with -DEMBER_SAMPLING_DTYPE=float|ember::half|ember::bfloat16"

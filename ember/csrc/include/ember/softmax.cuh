@@ -1,0 +1,431 @@
+// Softmax with temperature (sm_90+; the family's shared pieces are in sampling.cuh). Each CTA
+// loads its chunk of a row (as fp32, divided by the row's temperature) while it gathers the chunk's
+// maximum and its sum of exponentials against a running maximum (the online form); the CTAs
+// exchange their (max, sum) pairs once; then each CTA writes its chunk of probabilities.
+// (EMBER_SOFTMAX_ONLINE=0: the maxima, then the sums of exponentials, in two exchanges.) The
+// logits are read once and the probabilities written once: no second pass over a row that does
+// not fit in L2. Which kernel takes a shape: launch_softmax, at the end.
+#pragma once
+
+#include "ember/sampling.cuh"
+
+// A declaration that hides another is an error in ember's device code (tests/jit/test_hiding.py).
+#pragma nv_diagnostic push
+#pragma nv_diag_error 1348
+
+namespace ember {
+namespace sampling {
+
+// The cluster-wide half of a softmax over a row whose CTA chunks (n values each, already scaled)
+// sit in row_smem, `mx` this thread's running maximum: the CTAs' maxima go through exchange[0],
+// each chunk becomes exp(x - max) in place, the sums go through exchange[1]; returns 1 / the
+// row's sum. Two cluster barriers; the caller's last read of a peer's slots is behind the second.
+template <int C>
+__device__ __forceinline__ float exp_and_normalizer(cooperative_groups::cluster_group& cluster,
+                                                    float* row_smem, int n, float mx,
+                                                    float* exchange, float* scratch) {
+  // (the block reduction's barrier also publishes row_smem)
+  const float m = cluster_reduce<true, C>(cluster, mx, exchange, 0, scratch);
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
+    const float e = __expf(row_smem[i] - m);
+    row_smem[i] = e;
+    sum += e;
+  }
+  return 1.f / cluster_reduce<false, C>(cluster, sum, exchange, 1, scratch);
+}
+
+#ifndef EMBER_SOFTMAX_ONLINE
+#define EMBER_SOFTMAX_ONLINE 1  // NOTE: 0 = two cluster exchanges a row (max, then sum; A/B)
+#endif
+constexpr float kLog2e = 1.4426950408889634f;
+
+// What a thread gathers from the values it loads: their maximum and, with the online form, the
+// sum of 2^(x - max) so far (x in log2 units, rescaled when the maximum grows; -inf adds 0, a NaN
+// or +inf makes the sum NaN, as the two-exchange form does).
+template <bool ONLINE = EMBER_SOFTMAX_ONLINE>
+struct RowStats {
+  float m = -INFINITY;
+  float s = 0.f;
+  __device__ __forceinline__ void add(float x) {
+    if (ONLINE) {
+      if (x > m) {
+        s *= exp2_approx(m - x);
+        m = x;
+      }
+      s += x == -INFINITY ? 0.f : exp2_approx(x - m);
+    } else {
+      m = fmaxf(m, x);
+    }
+  }
+};
+
+// The online form's cluster-wide half: the threads' (max, sum) pairs combine into the CTA's, which
+// go through slots[0..1]; returns {base, 1 / the row's sum}, a probability being
+// 2^(x - base) * inv. One cluster barrier, after which the caller may arrive (its reads of the
+// peers' slots are done) and wait only at exit. A row of all -inf gives base 0 and a sum of 0
+// (NaN probabilities, as documented).
+template <int C, bool ONLINE>
+__device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_group& cluster,
+                                                    RowStats<ONLINE> st, float* slots,
+                                                    float* scratch) {
+  const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
+  const float s =
+      block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
+  if (threadIdx.x == 0) {
+    slots[0] = m;
+    slots[1] = s;
+  }
+  cluster.sync();
+  float gm = -INFINITY;
+#pragma unroll
+  for (int r = 0; r < C; ++r) gm = fmaxf(gm, cluster.map_shared_rank(slots, r)[0]);
+  const float base = gm == -INFINITY ? 0.f : gm;
+  float gs = 0.f;
+#pragma unroll
+  for (int r = 0; r < C; ++r) {
+    const float* q = cluster.map_shared_rank(slots, r);
+    gs += q[0] == -INFINITY ? 0.f : q[1] * exp2_approx(q[0] - base);
+  }
+  return make_float2(base, 1.f / gs);
+}
+
+// The store pass over a CTA's chunk: 2^(x - base) * inv for the online form, else x * inv (the
+// chunk already holds exp(x - max)).
+__device__ __forceinline__ void store_probs(float* out, const float* row_smem, int n, float base,
+                                            float inv) {
+  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
+    out[i] = EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
+  }
+}
+
+template <typename T, bool VEC>
+__global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftmaxThreads)
+    softmax_kernel(SoftmaxParams p) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 2 exchange slots
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t row = blockIdx.x / kSoftmaxCluster;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int n = chunk_length(p.vocab, p.chunk, begin);
+  const T* in = static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin;
+  pdl_wait();
+  const float t = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
+  const float scale = (EMBER_SOFTMAX_ONLINE ? kLog2e : 1.f) / t;
+  RowStats<> st;
+  load_chunk<T, VEC>(in, n, row_smem, [&](float x) {
+    x *= scale;
+    st.add(x);
+    return x;
+  });
+  float* out = p.probs + row * p.probs_row_stride + begin;
+  if (EMBER_SOFTMAX_ONLINE) {
+    const float2 nz = online_normalizer<kSoftmaxCluster>(cluster, st, exchange, scratch);
+    auto token = cluster.barrier_arrive();  // this CTA's reads of its peers' slots are done
+    pdl_launch_dependents();
+    store_probs(out, row_smem, n, nz.x, nz.y);
+    cluster.barrier_wait(std::move(token));  // no CTA leaves while another reads its slots
+  } else {
+    const float inv_s =
+        exp_and_normalizer<kSoftmaxCluster>(cluster, row_smem, n, st.m, exchange, scratch);
+    cluster.sync();  // no CTA leaves while another still reads its exchange slots
+    pdl_launch_dependents();
+    store_probs(out, row_smem, n, 0.f, inv_s);
+  }
+}
+
+#ifndef EMBER_SOFTMAX_PERSISTENT
+#define EMBER_SOFTMAX_PERSISTENT 1  // NOTE: 0 = softmax_kernel on every shape (A/B)
+#endif
+// The chunks softmax_persistent_kernel takes: from just above the largest chunk with which
+// softmax_kernel still fits 4 CTAs an SM (56 KB of shared memory each; below it the persistent
+// kernel's cap of 2 lost: 512 x 32 000 fp32, 77.98 against 72.10 us on the H200), up to a row of
+// 131 072 elements, whose next chunk is held in 8 (fp32) or 4 (16-bit) 16-byte registers a
+// thread (128 x 128 256 fp32: 47.71 against 51.01 us).
+constexpr int kPersistentMinChunk = 14336;
+constexpr int kPersistentMaxChunk = 16384;
+
+// The loads of a row's chunk into the registers `next`: thread t's packs t, t + kSoftmaxThreads,
+// ... of the first `packs` from `chunk` (16-byte aligned), in flight until stage_chunk uses them.
+template <typename T, int kE, int kPacks>
+__device__ __forceinline__ void fetch_chunk(Vec<T, kE> (&next)[kPacks], const T* chunk, int packs,
+                                            int t) {
+  const Vec<T, kE>* src = reinterpret_cast<const Vec<T, kE>*>(chunk);
+#pragma unroll
+  for (int u = 0; u < kPacks; ++u) {
+    if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
+  }
+}
+
+// A row's chunk from the registers `next` (the packs of thread t: t, t + kSoftmaxThreads, ...,
+// the first `packs` of the chunk) into row_smem as fp32 times `scale`, gathering the thread's
+// online statistics `st` (softmax_persistent_kernel, softmax_grid_kernel).
+template <typename T, int kE, int kPacks>
+__device__ __forceinline__ void stage_chunk(const Vec<T, kE> (&next)[kPacks], float* row_smem,
+                                            int packs, float scale, RowStats<>& st, int t) {
+#pragma unroll
+  for (int u = 0; u < kPacks; ++u) {
+    const int i = t + u * kSoftmaxThreads;
+    if (i < packs) {
+      float v[kE];
+#pragma unroll
+      for (int j = 0; j < kE; ++j) {
+        v[j] = to_float(next[u].v[j]) * scale;
+        st.add(v[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kE; j += 4) {
+        *reinterpret_cast<float4*>(row_smem + i * kE + j) =
+            make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+      }
+    }
+  }
+}
+
+// softmax_kernel on more rows than its clusters can hold at once (128 rows of 128 256 fp32 take
+// 2.6 waves of 3 CTAs an SM whose load, reduce and store phases run in lockstep, memory idle
+// while a wave reduces). Here a cluster loops over rows r, r + clusters, ...; while it reduces
+// and stores row r, the loads of its next row are in flight into registers, then go to shared
+// memory at the top of the next iteration. Registers cap it at 2 CTAs an SM; the grid is what
+// fits at once (cudaOccupancyMaxActiveClusters), so every cluster stays resident.
+template <typename T, int C = kSoftmaxCluster>
+__global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
+    softmax_persistent_kernel(SoftmaxParams p) {
+  namespace cg = cooperative_groups;
+  constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
+  using Pack = Vec<T, kE>;
+  cg::cluster_group cluster = cg::this_cluster();
+  extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 4 exchange slots
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum (online: [2..3] too)
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t clusters = gridDim.x / C;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int n = chunk_length(p.vocab, p.chunk, begin);
+  const int packs = n / kE;  // the vector path: n is a multiple of kE
+  const int t = static_cast<int>(threadIdx.x);
+  Pack next[kPacks];
+  auto issue = [&](int64_t row) {
+    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
+                t);
+  };
+  int64_t row = blockIdx.x / C;
+  pdl_wait();
+  if (row < p.rows) issue(row);
+  for (int iter = 0; row < p.rows; row += clusters, ++iter) {
+    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
+    const float scale = (EMBER_SOFTMAX_ONLINE ? kLog2e : 1.f) / t_row;
+    RowStats<> st;
+    __syncthreads();  // the previous row's store pass is done reading row_smem
+    stage_chunk(next, row_smem, packs, scale, st, t);
+    if (row + clusters < p.rows) issue(row + clusters);  // in flight while this row finishes
+    float* out = p.probs + row * p.probs_row_stride + begin;
+    if (EMBER_SOFTMAX_ONLINE) {
+      // NOTE: one cluster barrier a row, so the slots alternate: row k + 2 writes row k's pair
+      // only after row k + 1's barrier, which every CTA passes after its reads of row k's.
+      const float2 nz = online_normalizer<C>(cluster, st, exchange + 2 * (iter & 1), scratch);
+      store_probs(out, row_smem, n, nz.x, nz.y);
+    } else {
+      // NOTE: the exchange slots need no barrier of their own between rows: a CTA writes slot 0
+      // (1) of row k + 1 only after every CTA has passed row k's second (row k + 1's first)
+      // cluster barrier, and every read of row k's slot 0 (1) comes before that barrier.
+      store_probs(out, row_smem, n, 0.f,
+                  exp_and_normalizer<C>(cluster, row_smem, n, st.m, exchange, scratch));
+    }
+  }
+  cluster.sync();  // no CTA leaves while another still reads its exchange slots
+  pdl_launch_dependents();
+}
+
+// Rows softmax_persistent_kernel would take (48 or more whose 8 chunks are 14 337-16 384
+// elements) go to softmax_grid_kernel: the same 8 chunks a row and 2 CTAs an SM but no
+// thread-block clusters, a persistent cooperative grid whose CTAs 8r..8r+7 share rows and
+// exchange their (max, sum) through global memory. Why: GPC quantisation lets only 30 8-CTA
+// clusters (240 CTAs) run at once on the H200, so 128 rows take 5 rounds; a clusterless grid
+// runs 264 CTAs = 33 rows a round, 128 rows in 4. Measured (session 14, CUPTI, against the
+// cluster kernel in the same call): 128 x 128 256 fp32 42.3 -> 40.7 us, bf16 38.1 -> 37.0; 96
+// rows fp32 34.4 -> 31.7; 64 rows fp32 25.2 -> 22.8, bf16 22.4 -> 20.4 (predicted 34-36 us at
+// 128 rows: the exchange costs more than the cluster barrier did; notes/act.md, "Session 14").
+// EMBER_SOFTMAX_GRID=0 keeps the cluster kernel for these rows (A/B).
+#ifndef EMBER_SOFTMAX_GRID
+#define EMBER_SOFTMAX_GRID 1
+#endif
+// Below this many rows one round of 8-CTA clusters holds them all: nothing to balance.
+constexpr int64_t kGridMinRows = 48;
+
+// The zeroed workspace softmax_grid_kernel takes for `rows` rows of `vocab` (32-bit words; 0:
+// it does not take these rows): an arrival count a row (padded to an even count), then a
+// (max, sum) pair a row and chunk.
+inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
+  if (!EMBER_SOFTMAX_GRID || !EMBER_SOFTMAX_ONLINE || rows < kGridMinRows) return 0;
+  const int64_t chunk = ((vocab + kSoftmaxCluster - 1) / kSoftmaxCluster + 7) / 8 * 8;
+  if (chunk <= kPersistentMinChunk || chunk > kPersistentMaxChunk) return 0;
+  return (rows + 1) / 2 * 2 + 2 * kSoftmaxCluster * rows;
+}
+
+// softmax_persistent_kernel's loop with the cluster exchange replaced: CTA 8g + k takes chunk k
+// of rows g, g + groups, ...; for each row thread 0 writes the CTA's (max, sum), counts itself in
+// with a release add, waits (acquire) until the row's 8 CTAs have, and combines their pairs. The
+// cooperative launch makes every CTA resident, so the wait ends: the 8 CTAs of a row take the
+// same rows in the same order. The counts start at 0 (the caller zeroes the workspace; a CUDA
+// graph captures that memset with the launch).
+template <typename T>
+__global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(SoftmaxParams p) {
+  static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
+                "softmax_grid_kernel exchanges online (max, sum) pairs");
+  constexpr int C = kSoftmaxCluster;
+  constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
+  using Pack = Vec<T, kE>;
+  extern __shared__ __align__(16) float row_smem[];  // [chunk] values
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
+  uint32_t* arrived = p.grid_ws;
+  float2* pairs = reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
+  const int rank = static_cast<int>(blockIdx.x % C);
+  const int64_t groups = gridDim.x / C;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int n = chunk_length(p.vocab, p.chunk, begin);
+  const int packs = n / kE;  // the vector path: n is a multiple of kE
+  const int t = static_cast<int>(threadIdx.x);
+  Pack next[kPacks];
+  auto issue = [&](int64_t row) {
+    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
+                t);
+  };
+  int64_t row = blockIdx.x / C;
+  if (row < p.rows) issue(row);
+  for (; row < p.rows; row += groups) {
+    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
+    const float scale = kLog2e / t_row;
+    RowStats<> st;
+    __syncthreads();  // the previous row's store pass is done reading row_smem
+    stage_chunk(next, row_smem, packs, scale, st, t);
+    if (row + groups < p.rows) issue(row + groups);     // in flight while this row finishes
+    const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
+    const float s =
+        block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
+    if (t == 0) {
+      pairs[row * C + rank] = make_float2(m, s);
+      uint32_t* count = arrived + row;
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+      uint32_t seen = 0;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+      } while (seen < C);
+      float2 q[C];
+      float gm = -INFINITY;
+#pragma unroll
+      for (int r = 0; r < C; ++r) {
+        q[r] = __ldcg(pairs + row * C + r);
+        gm = fmaxf(gm, q[r].x);
+      }
+      const float base = gm == -INFINITY ? 0.f : gm;
+      float gs = 0.f;
+#pragma unroll
+      for (int r = 0; r < C; ++r)
+        gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
+      norm = make_float2(base, 1.f / gs);
+    }
+    __syncthreads();
+    const float2 nz = norm;
+    store_probs(p.probs + row * p.probs_row_stride + begin, row_smem, n, nz.x, nz.y);
+  }
+}
+
+// softmax_persistent_kernel<T, C> over rows in chunks of p.chunk, when that is more rows than its
+// clusters hold at once; false: not launched (fewer rows, or the occupancy query failed).
+template <typename T, int C>
+bool launch_persistent(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
+  constexpr auto kernel = softmax_persistent_kernel<T, C>;
+  const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
+  const int clusters = resident_clusters<kernel, C>(p.device, p.chunk, smem);
+  if (clusters <= 0 || p.rows <= clusters) return false;
+  err = launch_kernel<kernel>(dim3(static_cast<unsigned>(clusters * C)), dim3(kSoftmaxThreads),
+                              smem, stream, p.pdl, p.device, p);
+  return true;
+}
+
+// EMBER_SOFTMAX_NARROW: softmax_persistent_kernel<T, C> over rows split in C = 2 or 4 chunks
+// instead of kSoftmaxCluster. NOTE: an 8-CTA cluster for a 32 000-element row gives 4 000-element
+// chunks: 512 x 32 000 fp32 ran ~8 lockstep waves of 4 096 CTAs, each with cluster barriers, at
+// 0.67x torch.compile (session 9). 2 CTAs of 16 000 elements: 38.30 against 73.41 us
+// (torch.compile 49.28); 256 x 49 152, 4 CTAs: 33.09 against 46.37 (session 10, same run).
+#ifndef EMBER_SOFTMAX_NARROW
+#define EMBER_SOFTMAX_NARROW 1  // NOTE: 0 = 8-CTA clusters for these rows too (A/B)
+#endif
+template <typename T, int C>
+bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
+  SoftmaxParams q = p;
+  q.chunk = static_cast<int>((p.vocab + C - 1) / C + 7) / 8 * 8;
+  return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
+}
+
+// softmax_grid_kernel over the rows grid_workspace_words takes, given their zeroed workspace: a
+// grid of as many CTAs as fit at once (a multiple of 8); false: not launched.
+template <typename T>
+bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
+  constexpr auto kernel = softmax_grid_kernel<T>;
+  if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
+  const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float);
+  constexpr int kMaxDevices = 64;
+  static int key_of[kMaxDevices] = {};
+  static int per_sm_of[kMaxDevices] = {};  // resident CTAs an SM at that chunk
+  if (p.device < 0 || p.device >= kMaxDevices) return false;
+  if (key_of[p.device] != p.chunk) {
+    int per_sm = 0;
+    if (allow_dynamic_smem<kernel>(smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSoftmaxThreads, smem) !=
+            cudaSuccess) {
+      per_sm = 0;
+    }
+    cudaGetLastError();  // a failed query leaves no sticky error; the caller falls back
+    key_of[p.device] = p.chunk;
+    per_sm_of[p.device] = per_sm;
+  }
+  const int64_t groups =
+      static_cast<int64_t>(per_sm_of[p.device]) * stream_grid(p.device) / kSoftmaxCluster;
+  if (groups <= 0) return false;
+  const int64_t used = p.rows < groups ? p.rows : groups;
+  err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
+                                   dim3(kSoftmaxThreads), smem, stream, p);
+  return true;
+}
+
+template <typename T>
+cudaError_t launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
+  if (p.rows == 0 || p.vocab == 0) return cudaSuccess;
+  cudaError_t err = cudaSuccess;
+  if constexpr (EMBER_SOFTMAX_NARROW != 0) {
+    if (p.vec && p.vocab > kPersistentMaxChunk && p.vocab <= 4 * kPersistentMaxChunk &&
+        (p.vocab <= 2 * kPersistentMaxChunk ? launch_narrow<T, 2>(p, stream, err)
+                                            : launch_narrow<T, 4>(p, stream, err))) {
+      return err;
+    }
+  }
+  // (the grid kernel exchanges online (max, sum) pairs)
+  if constexpr (EMBER_SOFTMAX_GRID != 0 && EMBER_SOFTMAX_ONLINE != 0) {
+    if (p.vec && launch_grid<T>(p, stream, err)) return err;
+  }
+  if (EMBER_SOFTMAX_PERSISTENT && p.vec && p.chunk > kPersistentMinChunk &&
+      p.chunk <= kPersistentMaxChunk && launch_persistent<T, kSoftmaxCluster>(p, stream, err)) {
+    return err;
+  }
+  const size_t smem = (static_cast<size_t>(p.chunk) + 4) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(p.rows * kSoftmaxCluster));
+  if (p.vec) {
+    return launch_kernel<softmax_kernel<T, true>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
+                                                  p.device, p);
+  }
+  return launch_kernel<softmax_kernel<T, false>>(grid, dim3(kSoftmaxThreads), smem, stream, p.pdl,
+                                                 p.device, p);
+}
+
+}  // namespace sampling
+}  // namespace ember
+
+#pragma nv_diagnostic pop
