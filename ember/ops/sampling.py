@@ -131,10 +131,7 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     if out is None:
         out = logits.new_empty(logits.shape, dtype=_float32())
     ws = None
-    takes = _TAKES_WORKSPACE.get(id(mod))
-    if takes is None:  # once a module: -DEMBER_SOFTMAX_GRID=0 builds never take one
-        takes = _TAKES_WORKSPACE[id(mod)] = mod.softmax_workspace_words(128, 128256) > 0
-    if takes and logits.dim() == 2:
+    if logits.dim() == 2:  # (other ranks: the binding names the bad shape)
         ws = _softmax_workspace(logits, mod.softmax_workspace_words(*logits.shape))
     if temperature is None:
         mod.softmax(logits, out, None, 1.0, ws)
@@ -143,10 +140,6 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
     else:
         mod.softmax(logits, out, temperature, 1.0, ws)
     return out
-
-
-# Module id -> whether its softmax takes a workspace (asked once a module, off the hot path).
-_TAKES_WORKSPACE: dict[int, bool] = {}
 
 
 def _softmax_workspace(logits: Any, words: int) -> Any:
