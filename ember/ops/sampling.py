@@ -143,14 +143,16 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
 
 
 def _softmax_workspace(logits: Any, words: int) -> Any:
-    """The zeroed int32 workspace softmax_grid_kernel takes (``words`` from the module: 48 or
-    more rows of about 114 700-131 072 elements), or None: one a call, so that a CUDA graph
-    captures its memset and concurrent streams never share it."""
+    """The int32 workspace softmax_grid_kernel takes (``words`` from the module: 48 or more rows
+    of about 114 700-131 072 elements), or None. Uninitialised: the kernel zeroes its counts
+    itself behind the cooperative grid's barrier, so no fill kernel runs. One a call, from the
+    caching allocator, so that concurrent streams never share one and a CUDA graph keeps its
+    own."""
     if words == 0:
         return None
     import torch
 
-    return torch.zeros(int(words), dtype=torch.int32, device=logits.device)
+    return torch.empty(int(words), dtype=torch.int32, device=logits.device)
 
 
 def _float32() -> Any:

@@ -119,8 +119,8 @@ def test_many_rows_of_large_vocabularies(dtype, vocab):
 
 def test_softmax_in_a_cuda_graph_replays_with_new_logits():
     # a graph captured once is right for new logits at every replay (for softmax_grid_kernel's
-    # rows, 48 or more, it also holds the zeroing of the per-call workspace before the
-    # cooperative launch: a stale count would end a wait early, or never)
+    # rows, 48 or more, the replays reuse one workspace, which the kernel prepares itself: a
+    # slot or count left over from the last replay would end a wait early)
     rows, vocab = 128, 128256
     x = 4 * torch.randn(rows, vocab, device="cuda")
     t = torch.rand(rows, device="cuda") + 0.3
@@ -157,6 +157,35 @@ def test_softmax_on_two_streams_at_once():
     torch.cuda.synchronize()
     for x, out in zip(xs, outs, strict=True):
         torch.testing.assert_close(out.double(), reference(x, 0.8), rtol=1e-4, atol=1e-12)
+
+
+@pytest.mark.parametrize("fill", ["ones", "eight", "random", "last_call"])
+def test_softmax_grid_workspace_may_hold_anything(fill):
+    # softmax_grid_kernel prepares its own workspace behind the grid barrier (ember.softmax
+    # passes torch.empty): whatever it holds on entry — all-ones (the flagged slots' "empty"),
+    # counts already at 8 (which would end an unprepared wait early), random words, or what the
+    # previous call left — the probabilities are right and every element is written
+    rows, vocab = 128, 128256
+    from ember.ops.sampling import _module
+
+    logits = 4 * torch.randn(rows, vocab, device="cuda")
+    mod = _module(logits, "test")
+    words = mod.softmax_workspace_words(rows, vocab)
+    assert words > 0, "these rows take softmax_grid_kernel"
+    if fill == "ones":
+        ws = torch.full((words,), -1, dtype=torch.int32, device="cuda")
+    elif fill == "eight":
+        ws = torch.full((words,), 8, dtype=torch.int32, device="cuda")
+    else:
+        ws = torch.randint(-(2**31), 2**31 - 1, (words,), dtype=torch.int32, device="cuda")
+    if fill == "last_call":
+        mod.softmax(4 * torch.randn(rows, vocab, device="cuda"), torch.empty_like(logits), None,
+                    1.0, ws)  # fmt: skip
+    out = torch.full((rows, vocab), float("nan"), device="cuda")
+    mod.softmax(logits, out, None, 0.7, ws)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any(), "unwritten (poisoned) elements"
+    torch.testing.assert_close(out.double(), reference(logits, 0.7), rtol=1e-4, atol=1e-12)
 
 
 @pytest.mark.parametrize("rows", [8, 128])

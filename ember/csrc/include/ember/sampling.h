@@ -23,7 +23,7 @@ struct SoftmaxParams {
   bool pdl;
   int device;
   // NOTE: the A/B switches' fields last, so the default kernels' parameter offsets stay put
-  // softmax_grid_kernel's workspace (softmax_workspace_words, zeroed), or null
+  // softmax_grid_kernel's workspace (softmax_workspace_words, any contents), or null
   uint32_t* grid_ws;
 };
 
@@ -31,7 +31,7 @@ struct SoftmaxParams {
 constexpr int kSoftmaxCluster = 8;
 
 cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream);
-// 32-bit words of zeroed workspace `softmax` takes for `rows` rows of `vocab` (SoftmaxParams::
+// 32-bit words of workspace (any contents) `softmax` takes for `rows` rows of `vocab` (SoftmaxParams::
 // grid_ws; 0: none, the build does not use softmax_grid_kernel for them).
 int64_t softmax_workspace_words(int64_t rows, int64_t vocab);
 
