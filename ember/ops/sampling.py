@@ -144,10 +144,9 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
 
 def _softmax_workspace(logits: Any, words: int) -> Any:
     """The int32 workspace softmax_grid_kernel takes (``words`` from the module: 48 or more rows
-    of about 114 700-131 072 elements), or None. Uninitialised: the kernel zeroes its counts
-    itself behind the cooperative grid's barrier, so no fill kernel runs. One a call, from the
-    caching allocator, so that concurrent streams never share one and a CUDA graph keeps its
-    own."""
+    of about 114 700-131 072 elements), or None. Uninitialised: the binding zeroes the counts
+    with ``cudaMemsetAsync`` before the launch (a graph captures it with the kernel). One a call,
+    from the caching allocator, so that concurrent streams never share one."""
     if words == 0:
         return None
     import torch

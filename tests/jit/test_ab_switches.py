@@ -39,12 +39,11 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=0",)),
     (paged_spec, ("EMBER_MERGE_VEC=0",)),
-    (lambda: sampling_spec("fp32"), ("EMBER_FILTER_STREAM=0", "EMBER_SOFTMAX_GRID_EXCHANGE=0")),
+    (lambda: sampling_spec("fp32"), ("EMBER_FILTER_STREAM=0",)),
     (
         lambda: sampling_spec("fp32"),
         (
             "EMBER_FILTER_MARKED=0",
-            "EMBER_SOFTMAX_GRID_EXCHANGE=1",
             "EMBER_STREAM_KEPT=0",
             "EMBER_STREAM_LEAN=0",
             "EMBER_STREAM_CHAINS=2",

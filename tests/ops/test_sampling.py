@@ -119,8 +119,8 @@ def test_many_rows_of_large_vocabularies(dtype, vocab):
 
 def test_softmax_in_a_cuda_graph_replays_with_new_logits():
     # a graph captured once is right for new logits at every replay (for softmax_grid_kernel's
-    # rows, 48 or more, the replays reuse one workspace, which the kernel prepares itself: a
-    # slot or count left over from the last replay would end a wait early)
+    # rows, 48 or more, the replays reuse one workspace, whose counts the captured memset
+    # zeroes: a count left over from the last replay would end a wait early)
     rows, vocab = 128, 128256
     x = 4 * torch.randn(rows, vocab, device="cuda")
     t = torch.rand(rows, device="cuda") + 0.3
@@ -161,10 +161,10 @@ def test_softmax_on_two_streams_at_once():
 
 @pytest.mark.parametrize("fill", ["ones", "eight", "random", "last_call"])
 def test_softmax_grid_workspace_may_hold_anything(fill):
-    # softmax_grid_kernel prepares its own workspace behind the grid barrier (ember.softmax
-    # passes torch.empty): whatever it holds on entry — all-ones (the flagged slots' "empty"),
-    # counts already at 8 (which would end an unprepared wait early), random words, or what the
-    # previous call left — the probabilities are right and every element is written
+    # the binding zeroes softmax_grid_kernel's counts itself (ember.softmax passes torch.empty):
+    # whatever the workspace holds on entry — all-ones, counts already at 8 (which would end an
+    # unzeroed wait early), random words, or what the previous call left — the probabilities
+    # are right and every element is written
     rows, vocab = 128, 128256
     from ember.ops.sampling import _module
 

@@ -7,8 +7,6 @@
 // not fit in L2. Which kernel takes a shape: launch_softmax, at the end.
 #pragma once
 
-#include <utility>
-
 #include "ember/sampling.cuh"
 
 // A declaration that hides another is an error in ember's device code (tests/jit/test_hiding.py).
@@ -269,38 +267,18 @@ inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
   return (rows + 1) / 2 * 2 + 2 * kSoftmaxCluster * rows;
 }
 
-// How softmax_grid_kernel's 8 CTAs of a row exchange their (max, sum) pairs, and who prepares the
-// workspace (EMBER_SOFTMAX_GRID_EXCHANGE):
-//   2 (default) flagged pairs: a CTA publishes its pair as one 64-bit relaxed store into the
-//     row's slot, the slots were filled with an all-ones sentinel that no pair takes, and lanes
-//     0-7 of warp 0 each poll one slot until it changes, then combine by shuffles: one L2 round
-//     trip after the last CTA's store, no fence, no atomic;
-//   1 counted pairs: a CTA writes its pair, counts itself in with a release add on the row's
-//     count, thread 0 polls the count (acquire) until it is 8, then reads the 8 pairs: a fence,
-//     an atomic and two more round trips a row;
-//   0 as 1, but the binding zeroes the counts with cudaMemsetAsync before the launch (session
-//     14 zeroed the workspace with torch.zeros: a fill kernel, ~3 us of the 40.7 a call at
-//     128 x 128 256 fp32 under CUPTI; ncu timed the kernel alone at 37.2).
-// In 1 and 2 the kernel prepares the workspace itself (any contents on entry: torch.empty), then
-// crosses the cooperative grid's barrier, split: arrive after the fill, wait just before the
-// first publish, so that the first row's loads and reductions overlap it.
-#ifndef EMBER_SOFTMAX_GRID_EXCHANGE
-#define EMBER_SOFTMAX_GRID_EXCHANGE 2
-#endif
-constexpr uint64_t kPairEmpty = ~0ull;  // a slot no CTA has published to (flagged pairs)
-
-// The (max, sum) pair a CTA publishes, as the 64 bits of a flagged slot: never kPairEmpty (a
-// pair of all-ones NaNs, which only NaN logits could make, becomes canonical NaNs).
-__device__ __forceinline__ uint64_t pack_pair(float m, float s) {
-  const uint64_t bits = static_cast<uint64_t>(__float_as_uint(s)) << 32 | __float_as_uint(m);
-  return bits == kPairEmpty ? 0x7fffffff7fffffffull : bits;
-}
-
 // softmax_persistent_kernel's loop with the cluster exchange replaced: CTA 8g + k takes chunk k
-// of rows g, g + groups, ...; for each row the CTA publishes its (max, sum), waits until the
-// row's 8 CTAs have, and combines their pairs (EMBER_SOFTMAX_GRID_EXCHANGE says how). The
-// cooperative launch makes every CTA resident, so the waits end: the 8 CTAs of a row take the
-// same rows in the same order, and every CTA reaches the grid barrier.
+// of rows g, g + groups, ...; for each row thread 0 writes the CTA's (max, sum), counts itself in
+// with a release add, waits (acquire) until the row's 8 CTAs have, and combines their pairs. The
+// cooperative launch makes every CTA resident, so the wait ends: the 8 CTAs of a row take the
+// same rows in the same order. The counts start at 0: launch_grid zeroes them with
+// cudaMemsetAsync before the launch (a CUDA graph captures the memset with the kernel).
+// NOTE: measured (session 15, CUPTI, 128 x 128 256 fp32, same call) against two ways to skip the
+// memset: the kernel zeroing the counts itself behind a split cooperative-grid barrier (arrive
+// after the zeroing, wait before the first count) 42.6 us against 40.6 — the barrier costs more
+// than the memset it saves; and flagged 64-bit pairs (one relaxed store a CTA into slots filled
+// with a sentinel, lanes 0-7 of warp 0 polling one slot each: no fence, no atomic) 45.4. The
+// memset in the binding and torch.zeros in Python measured the same (40.6 / 40.7).
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(SoftmaxParams p) {
   static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
@@ -308,15 +286,12 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   constexpr int C = kSoftmaxCluster;
   constexpr int kE = 16 / static_cast<int>(sizeof(T));
   constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
-  constexpr bool kFlagged = EMBER_SOFTMAX_GRID_EXCHANGE == 2;
-  constexpr bool kSelfPrepared = EMBER_SOFTMAX_GRID_EXCHANGE != 0;
   using Pack = Vec<T, kE>;
   extern __shared__ __align__(16) float row_smem[];  // [chunk] values
   __shared__ float scratch[kSoftmaxThreads / 32];
   __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
   uint32_t* arrived = p.grid_ws;
   float2* pairs = reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
-  uint64_t* slots = reinterpret_cast<uint64_t*>(pairs);  // (the same words, flagged)
   const int rank = static_cast<int>(blockIdx.x % C);
   const int64_t groups = gridDim.x / C;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
@@ -330,21 +305,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   };
   int64_t row = blockIdx.x / C;
   if (row < p.rows) issue(row);
-  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-  cooperative_groups::grid_group::arrival_token prepared{};
-  if constexpr (kSelfPrepared) {
-    const int64_t stride = static_cast<int64_t>(gridDim.x) * kSoftmaxThreads;
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * kSoftmaxThreads + t;
-         i < (kFlagged ? p.rows * C : p.rows); i += stride) {
-      if (kFlagged) {
-        slots[i] = kPairEmpty;
-      } else {
-        arrived[i] = 0;
-      }
-    }
-    prepared = grid.barrier_arrive();  // (a CTA barrier, then thread 0's release add)
-  }
-  for (bool first = true; row < p.rows; row += groups, first = false) {
+  for (; row < p.rows; row += groups) {
     const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
     const float scale = kLog2e / t_row;
     RowStats<> st;
@@ -354,35 +315,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
     const float s =
         block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    // every slot is prepared before any CTA publishes to one
-    if (kSelfPrepared && first) grid.barrier_wait(std::move(prepared));
-    if constexpr (kFlagged) {
-      if (t < 32) {
-        uint64_t* slot = slots + row * C;
-        if (t == 0) {
-          asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(slot + rank),
-                       "l"(pack_pair(m, s))
-                       : "memory");
-        }
-        uint64_t bits = 0;
-        if (t < C) {
-          do {
-            asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(bits) : "l"(slot + t)
-                         : "memory");
-          } while (bits == kPairEmpty);
-        }
-        const float qm = t < C ? __uint_as_float(static_cast<uint32_t>(bits)) : -INFINITY;
-        const float qs = t < C ? __uint_as_float(static_cast<uint32_t>(bits >> 32)) : 0.f;
-        float gm = qm;
-#pragma unroll
-        for (int o = C / 2; o > 0; o /= 2) gm = fmaxf(gm, __shfl_xor_sync(0xffffffffu, gm, o));
-        const float base = gm == -INFINITY ? 0.f : gm;
-        float gs = qm == -INFINITY ? 0.f : qs * exp2_approx(qm - base);
-#pragma unroll
-        for (int o = C / 2; o > 0; o /= 2) gs += __shfl_xor_sync(0xffffffffu, gs, o);
-        if (t == 0) norm = make_float2(base, 1.f / gs);
-      }
-    } else if (t == 0) {
+    if (t == 0) {
       pairs[row * C + rank] = make_float2(m, s);
       uint32_t* count = arrived + row;
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
@@ -464,10 +397,9 @@ bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) 
       static_cast<int64_t>(per_sm_of[p.device]) * stream_grid(p.device) / kSoftmaxCluster;
   if (groups <= 0) return false;
   const int64_t used = p.rows < groups ? p.rows : groups;
-  if (EMBER_SOFTMAX_GRID_EXCHANGE == 0) {
-    err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
-    if (err != cudaSuccess) return true;
-  }
+  // the counts start at 0 (the workspace comes in with any contents: torch.empty)
+  err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
+  if (err != cudaSuccess) return true;
   err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
                                    dim3(kSoftmaxThreads), smem, stream, p);
   return true;
