@@ -41,8 +41,8 @@ def main() -> None:
         if e.device_type == torch.autograd.DeviceType.CUDA:
             per[e.name[:70]].append(e.device_time)
     print(f"softmax {a.rows}x{a.vocab} {a.dtype}: {a.calls} calls, device µs per activity")
-    for name, us in sorted(per.items(), key=lambda kv: -sum(kv[1])):
-        us = sorted(us)
+    for name, times in sorted(per.items(), key=lambda kv: -sum(kv[1])):
+        us = sorted(times)
         print(f"  {name:70s} n={len(us):4d} median {us[len(us) // 2]:7.2f} min {us[0]:7.2f}")
 
 
