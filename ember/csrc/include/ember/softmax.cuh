@@ -279,6 +279,12 @@ inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
 // than the memset it saves; and flagged 64-bit pairs (one relaxed store a CTA into slots filled
 // with a sentinel, lanes 0-7 of warp 0 polling one slot each: no fence, no atomic) 45.4. The
 // memset in the binding and torch.zeros in Python measured the same (40.6 / 40.7).
+// NOTE: also measured (session 15, EMBER_SOFTMAX_PIPE, removed): one CTA an SM holding two rows'
+// chunks in shared memory and staggering them, so that row k's exchange overlapped row k + 1's
+// staging: 50.1 us fp32 / 51.4 bf16 against 40.9 / 37.3. With one row's loads in flight an SM
+// instead of two CTAs' (and bf16 half of fp32's bytes, and slower), what the two CTAs an SM buy
+// here is bytes in flight, not overlap of the exchange: the next design needs more loads in
+// flight (bulk copies two rows ahead into shared memory), not fewer CTAs.
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(SoftmaxParams p) {
   static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
@@ -343,98 +349,6 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   }
 }
 
-// EMBER_SOFTMAX_PIPE=1 (off; written in session 15, unmeasured): softmax_grid_kernel's rows
-// with the exchange taken out of the chain. Why: at 128 x 128 256 bf16 moves 75 % of fp32's
-// bytes but takes 92 % of its time (37.3 / 40.8 us), so a round (~8.5 us) is set by each CTA's
-// chain — stage, two block reductions, the exchange, the store pass — not by DRAM, and an SM's
-// two CTAs run it in lockstep (ncu: 38 % of warp time at barriers). Here one CTA an SM holds two
-// rows' chunks in shared memory (2 x 64 KB) and staggers them: it stages, reduces and publishes
-// row k + 1 before it waits on row k's exchange and stores row k, so the wait overlaps a row's
-// worth of work. 16 groups of 8 CTAs (128 of 132 SMs), 8 rows a CTA at 128 rows; the next row's
-// loads stay in registers as in softmax_grid_kernel. Same workspace and memset.
-#ifndef EMBER_SOFTMAX_PIPE
-#define EMBER_SOFTMAX_PIPE 0
-#endif
-
-template <typename T>
-__global__ void __launch_bounds__(kSoftmaxThreads, 1) softmax_pipe_kernel(SoftmaxParams p) {
-  static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
-                "softmax_pipe_kernel exchanges online (max, sum) pairs");
-  constexpr int C = kSoftmaxCluster;
-  constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
-  using Pack = Vec<T, kE>;
-  extern __shared__ __align__(16) float row_smem[];  // [2][chunk] values: rows alternate
-  __shared__ float scratch[kSoftmaxThreads / 32];
-  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
-  uint32_t* arrived = p.grid_ws;
-  float2* pairs = reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
-  const int rank = static_cast<int>(blockIdx.x % C);
-  const int64_t groups = gridDim.x / C;
-  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int n = chunk_length(p.vocab, p.chunk, begin);
-  const int packs = n / kE;  // the vector path: n is a multiple of kE
-  const int t = static_cast<int>(threadIdx.x);
-  Pack next[kPacks];
-  auto issue = [&](int64_t row) {
-    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
-                t);
-  };
-  // Row `row` from the registers into `buf`, the next row's loads issued, the CTA's (max, sum)
-  // published and counted in (no wait).
-  auto open_row = [&](int64_t row, float* buf) {
-    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
-    RowStats<> st;
-    stage_chunk(next, buf, packs, kLog2e / t_row, st, t);
-    if (row + groups < p.rows) issue(row + groups);
-    const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes buf)
-    const float s =
-        block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    if (t == 0) {
-      pairs[row * C + rank] = make_float2(m, s);
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrived + row) : "memory");
-    }
-  };
-  // Row `row`'s exchange awaited and combined, its probabilities written from `buf`.
-  auto close_row = [&](int64_t row, const float* buf) {
-    if (t == 0) {
-      uint32_t seen = 0;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrived + row)
-                     : "memory");
-      } while (seen < C);
-      float2 q[C];
-      float gm = -INFINITY;
-#pragma unroll
-      for (int r = 0; r < C; ++r) {
-        q[r] = __ldcg(pairs + row * C + r);
-        gm = fmaxf(gm, q[r].x);
-      }
-      const float base = gm == -INFINITY ? 0.f : gm;
-      float gs = 0.f;
-#pragma unroll
-      for (int r = 0; r < C; ++r)
-        gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
-      norm = make_float2(base, 1.f / gs);
-    }
-    __syncthreads();
-    const float2 nz = norm;
-    store_probs(p.probs + row * p.probs_row_stride + begin, buf, n, nz.x, nz.y);
-  };
-  int64_t row = blockIdx.x / C;
-  if (row >= p.rows) return;  // (a whole group: its 8 CTAs take the same rows)
-  issue(row);
-  open_row(row, row_smem);
-  for (int k = 0; row < p.rows; row += groups, ++k) {
-    float* cur = row_smem + (k & 1) * p.chunk;
-    float* other = row_smem + ((k + 1) & 1) * p.chunk;
-    // every thread is done reading `other` (row k - 1's store pass) and `norm`
-    __syncthreads();
-    if (row + groups < p.rows) open_row(row + groups, other);
-    close_row(row, cur);
-  }
-}
-
 // softmax_persistent_kernel<T, C> over rows in chunks of p.chunk, when that is more rows than its
 // clusters hold at once; false: not launched (fewer rows, or the occupancy query failed).
 template <typename T, int C>
@@ -463,23 +377,13 @@ bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err
   return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
 }
 
-// The kernel launch_grid launches (only the chosen one is instantiated).
-template <typename T>
-constexpr auto grid_kernel() {
-  if constexpr (EMBER_SOFTMAX_PIPE != 0) {
-    return softmax_pipe_kernel<T>;
-  } else {
-    return softmax_grid_kernel<T>;
-  }
-}
-
 // softmax_grid_kernel over the rows grid_workspace_words takes, given their workspace: a grid of
 // as many CTAs as fit at once (a multiple of 8); false: not launched.
 template <typename T>
 bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-  constexpr auto kernel = grid_kernel<T>();
+  constexpr auto kernel = softmax_grid_kernel<T>;
   if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
-  const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float) * (EMBER_SOFTMAX_PIPE ? 2 : 1);
+  const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float);
   constexpr int kMaxDevices = 64;
   static int key_of[kMaxDevices] = {};
   static int per_sm_of[kMaxDevices] = {};  // resident CTAs an SM at that chunk
