@@ -31,8 +31,8 @@ struct SoftmaxParams {
 constexpr int kSoftmaxCluster = 8;
 
 cudaError_t softmax(const SoftmaxParams& p, cudaStream_t stream);
-// 32-bit words of workspace (any contents) `softmax` takes for `rows` rows of `vocab` (SoftmaxParams::
-// grid_ws; 0: none, the build does not use softmax_grid_kernel for them).
+// 32-bit words of workspace (any contents) `softmax` takes for `rows` rows of `vocab`
+// (SoftmaxParams::grid_ws; 0: none, the build does not use softmax_grid_kernel for them).
 int64_t softmax_workspace_words(int64_t rows, int64_t vocab);
 
 // What a filter launch does with a row (one kernel template, one instance per mode).
