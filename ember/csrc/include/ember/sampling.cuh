@@ -36,8 +36,9 @@ __device__ __forceinline__ int chunk_length(int64_t vocab, int chunk, int64_t be
   return left <= 0 ? 0 : static_cast<int>(left < chunk ? left : chunk);
 }
 
-// Block-wide reduction of `v` (max when MAX, else sum) through `scratch` (one float per warp).
-template <bool MAX>
+// Block-wide reduction of `v` (max when MAX, else sum) through `scratch` (one float per warp of
+// the kThreads-thread block).
+template <bool MAX, int kThreads = kSoftmaxThreads>
 __device__ __forceinline__ float block_reduce(float v, float* scratch) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
@@ -47,7 +48,7 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch) {
   }
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < kSoftmaxThreads / 32 ? scratch[lane] : (MAX ? -INFINITY : 0.f);
+  v = lane < kThreads / 32 ? scratch[lane] : (MAX ? -INFINITY : 0.f);
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) {
     const float w = __shfl_xor_sync(0xffffffffu, v, o);

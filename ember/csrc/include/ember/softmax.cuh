@@ -7,6 +7,7 @@
 // not fit in L2. Which kernel takes a shape: launch_softmax, at the end.
 #pragma once
 
+#include "ember/async_copy.cuh"
 #include "ember/sampling.cuh"
 
 // A declaration that hides another is an error in ember's device code (tests/jit/test_hiding.py).
@@ -349,6 +350,152 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   }
 }
 
+// EMBER_SOFTMAX_BULK=1 (off; written in session 15, compiled but not yet run on a GPU):
+// softmax_grid_kernel's rows with more bytes in flight an SM. Why: session 15 measured that
+// halving the loads in flight an SM (one CTA staggering two rows, register prefetch) cost 23 %
+// fp32 and 38 % bf16, so the grid kernel's pace is set by memory-level parallelism: its two
+// CTAs an SM each have one row's chunk in flight only between staging a row and the next
+// staging, and nothing while they store. Here one CTA of 1 024 threads an SM keeps kBulkBuffers
+// raw chunks in shared memory (3 fp32 / 6 bf16 chunks of up to 64 / 32 KB), filled by bulk
+// copies (cp.async.bulk, the TMA engine: no registers) that complete on an mbarrier each, so
+// kBulkBuffers - 1 rows are in flight while a row is reduced, exchanged and stored straight
+// from its raw chunk (read twice from shared memory, no fp32 staging). 16 groups of 8 CTAs
+// (128 of 132 SMs). Same workspace, memset and exchange as softmax_grid_kernel.
+#ifndef EMBER_SOFTMAX_BULK
+#define EMBER_SOFTMAX_BULK 0
+#endif
+constexpr int kBulkThreads = 1024;
+constexpr int kBulkSmem = 192 * 1024;  // raw chunks; 227 KB is the opt-in ceiling
+template <typename T>
+constexpr int kBulkBuffers = kBulkSmem / (kPersistentMaxChunk * static_cast<int>(sizeof(T)));
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
+               : "memory");
+}
+// One arrival that also expects `bytes` of asynchronous copies on this phase of `bar`.
+__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// Waits until the phase of `bar` with this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global `src` to shared `dst`
+// by the TMA engine, completing on `bar`.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBulkThreads, 1) softmax_bulk_kernel(SoftmaxParams p) {
+  static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
+                "softmax_bulk_kernel exchanges online (max, sum) pairs");
+  constexpr int C = kSoftmaxCluster;
+  constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  constexpr int kBuffers = kBulkBuffers<T>;
+  static_assert(kBuffers >= 2, "a row in flight while one is processed");
+  using Pack = Vec<T, kE>;
+  extern __shared__ __align__(128) unsigned char raw_smem[];  // [kBuffers][chunk] raw logits
+  __shared__ uint64_t filled[kBuffers];  // buffer b's copy landed (one phase a fill)
+  __shared__ float scratch[kBulkThreads / 32];
+  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
+  uint32_t* arrived = p.grid_ws;
+  float2* pairs = reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
+  const int rank = static_cast<int>(blockIdx.x % C);
+  const int64_t groups = gridDim.x / C;
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int n = chunk_length(p.vocab, p.chunk, begin);
+  const int packs = n / kE;  // the vector path: n is a multiple of kE
+  const uint32_t bytes = static_cast<uint32_t>(n) * sizeof(T);
+  const int t = static_cast<int>(threadIdx.x);
+  const int64_t first = blockIdx.x / C;
+  auto buffer = [&](int b) {
+    return reinterpret_cast<Pack*>(raw_smem + static_cast<size_t>(b) * p.chunk * sizeof(T));
+  };
+  // the j-th row of this CTA into buffer j % kBuffers (thread 0; a no-op past the last row)
+  auto fill = [&](int64_t j) {
+    const int64_t row = first + j * groups;
+    if (row >= p.rows || bytes == 0) return;
+    uint64_t* bar = &filled[j % kBuffers];
+    mbar_expect(bar, bytes);
+    bulk_copy(buffer(static_cast<int>(j % kBuffers)),
+              static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, bytes, bar);
+  };
+  if (t == 0) {
+#pragma unroll
+    for (int b = 0; b < kBuffers; ++b) mbar_init(&filled[b], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int b = 0; b < kBuffers; ++b) fill(b);
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+  int64_t j = 0;
+  for (int64_t row = first; row < p.rows; row += groups, ++j) {
+    const int b = static_cast<int>(j % kBuffers);
+    const Pack* src = buffer(b);
+    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
+    const float scale = kLog2e / t_row;
+    if (bytes != 0) mbar_wait(&filled[b], static_cast<uint32_t>((j / kBuffers) & 1));
+    RowStats<> st;
+    for (int i = t; i < packs; i += kBulkThreads) {
+      const Pack x = src[i];
+#pragma unroll
+      for (int e = 0; e < kE; ++e) st.add(to_float(x.v[e]) * scale);
+    }
+    const float m = block_reduce<true, kBulkThreads>(st.m, scratch);
+    const float s = block_reduce<false, kBulkThreads>(
+        st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
+    if (t == 0) {
+      pairs[row * C + rank] = make_float2(m, s);
+      uint32_t* count = arrived + row;
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+      uint32_t seen = 0;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+      } while (seen < C);
+      float2 q[C];
+      float gm = -INFINITY;
+#pragma unroll
+      for (int r = 0; r < C; ++r) {
+        q[r] = __ldcg(pairs + row * C + r);
+        gm = fmaxf(gm, q[r].x);
+      }
+      const float base = gm == -INFINITY ? 0.f : gm;
+      float gs = 0.f;
+#pragma unroll
+      for (int r = 0; r < C; ++r)
+        gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
+      norm = make_float2(base, 1.f / gs);
+    }
+    __syncthreads();
+    const float2 nz = norm;
+    float* out = p.probs + row * p.probs_row_stride + begin;
+    for (int i = t; i < packs; i += kBulkThreads) {
+      const Pack x = src[i];
+#pragma unroll
+      for (int e = 0; e < kE; ++e)
+        out[i * kE + e] = exp2_approx(to_float(x.v[e]) * scale - nz.x) * nz.y;
+    }
+    __syncthreads();  // buffer b is read by every thread (and `norm` too) before its refill
+    if (t == 0) fill(j + kBuffers);
+  }
+}
+
 // softmax_persistent_kernel<T, C> over rows in chunks of p.chunk, when that is more rows than its
 // clusters hold at once; false: not launched (fewer rows, or the occupancy query failed).
 template <typename T, int C>
@@ -377,13 +524,27 @@ bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err
   return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
 }
 
+// The kernel launch_grid launches, its block and its shared memory (only the chosen kernel is
+// instantiated).
+template <typename T>
+constexpr auto grid_kernel() {
+  if constexpr (EMBER_SOFTMAX_BULK != 0) {
+    return softmax_bulk_kernel<T>;
+  } else {
+    return softmax_grid_kernel<T>;
+  }
+}
+constexpr int kGridThreads = EMBER_SOFTMAX_BULK ? kBulkThreads : kSoftmaxThreads;
+
 // softmax_grid_kernel over the rows grid_workspace_words takes, given their workspace: a grid of
 // as many CTAs as fit at once (a multiple of 8); false: not launched.
 template <typename T>
 bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-  constexpr auto kernel = softmax_grid_kernel<T>;
+  constexpr auto kernel = grid_kernel<T>();
   if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
-  const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float);
+  const size_t smem = EMBER_SOFTMAX_BULK
+                          ? static_cast<size_t>(kBulkBuffers<T>) * p.chunk * sizeof(T)
+                          : static_cast<size_t>(p.chunk) * sizeof(float);
   constexpr int kMaxDevices = 64;
   static int key_of[kMaxDevices] = {};
   static int per_sm_of[kMaxDevices] = {};  // resident CTAs an SM at that chunk
@@ -391,7 +552,7 @@ bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) 
   if (key_of[p.device] != p.chunk) {
     int per_sm = 0;
     if (allow_dynamic_smem<kernel>(smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSoftmaxThreads, smem) !=
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGridThreads, smem) !=
             cudaSuccess) {
       per_sm = 0;
     }
@@ -407,7 +568,7 @@ bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) 
   err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
   if (err != cudaSuccess) return true;
   err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
-                                   dim3(kSoftmaxThreads), smem, stream, p);
+                                   dim3(kGridThreads), smem, stream, p);
   return true;
 }
 

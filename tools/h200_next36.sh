@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# For session 16 (device tool, `.whl` carried with cupti-python 13.0.x and pyelftools; output
+# under $OUT; timeout_s 600): EMBER_SOFTMAX_BULK=1 (softmax_bulk_kernel, written in session 15,
+# compiled, never run: one CTA of 1 024 threads an SM, 3 fp32 / 6 bf16 raw chunks in shared
+# memory filled by cp.async.bulk two / five rows ahead). Predicted at 128 x 128 256 (default
+# 40.9 fp32 / 37.3 bf16 under CUPTI): 35-38 fp32, 30-34 bf16 if bytes in flight are what limit
+# (session 15's look-back); if it is slower, the one-CTA-an-SM structure is, as with PIPE.
+#   1. its softmax GPU tests (all of tests/ops/test_sampling.py under the switch)
+#   2. the A/B against the default, interleaved, 128 / 96 / 64 rows, fp32 and bf16
+#   3. ncu on it (DRAM throughput, warp stalls), then the peers at 128 rows
+#   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next36.sh
+source tools/h200_lib.sh  # wheels, environment, bench, tests
+step() { if [ $((SECONDS + $1)) -gt 585 ]; then echo "== skipped at ${SECONDS}s: $2"; return 1; fi; }
+python3 -m ember.bench ceilings -q > /dev/null 2>&1  # the copy ceiling, cached for every row
+B=-DEMBER_SOFTMAX_BULK=1
+S=128x128256,96x128256,64x128256
+EMBER_EXTRA_CUDA_FLAGS=$B tests bulk 120 tests/ops/test_sampling.py -x
+for r in 1 2; do
+  step 70 ab$r && EMBER_EXTRA_CUDA_FLAGS=$B bench bulk_$r 70 softmax --backends ember --shapes $S --dtypes fp32,bf16
+  step 70 ab$r && bench base_$r 70 softmax --backends ember --shapes $S --dtypes fp32,bf16
+done
+step 60 ncu && EMBER_EXTRA_CUDA_FLAGS=$B timeout 60 ncu --clock-control none --launch-skip 5 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section Occupancy --kernel-name regex:softmax_bulk python3 -m ember.bench softmax --backends ember --shapes 128x128256 --dtypes fp32 --timing cuda_event -q > $OUT/ncu_bulk.txt 2>&1
+grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|Achieved Occupancy" $OUT/ncu_bulk.txt | head
+step 120 peers && bench peers 120 softmax --backends torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
+echo "== done at ${SECONDS}s"
