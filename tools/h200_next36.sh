@@ -7,7 +7,7 @@
 # (session 15's look-back); if it is slower, the one-CTA-an-SM structure is, as with PIPE.
 #   1. its softmax GPU tests (all of tests/ops/test_sampling.py under the switch)
 #   2. the A/B against the default, interleaved, 128 / 96 / 64 rows, fp32 and bf16
-#   3. ncu on it (DRAM throughput, warp stalls), then the peers at 128 rows
+#   3. with 2 fp32 / 4 bf16 chunks (EMBER_SOFTMAX_BULK_KB=128), ncu on it (DRAM throughput, warp stalls), then the peers at 128 rows
 #   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next36.sh
 source tools/h200_lib.sh  # wheels, environment, bench, tests
 step() { if [ $((SECONDS + $1)) -gt 585 ]; then echo "== skipped at ${SECONDS}s: $2"; return 1; fi; }
@@ -19,6 +19,7 @@ for r in 1 2; do
   step 70 ab$r && EMBER_EXTRA_CUDA_FLAGS=$B bench bulk_$r 70 softmax --backends ember --shapes $S --dtypes fp32,bf16
   step 70 ab$r && bench base_$r 70 softmax --backends ember --shapes $S --dtypes fp32,bf16
 done
+step 60 bulk128 && EMBER_EXTRA_CUDA_FLAGS="$B -DEMBER_SOFTMAX_BULK_KB=128" bench bulk128 60 softmax --backends ember --shapes 128x128256 --dtypes fp32,bf16
 step 60 ncu && EMBER_EXTRA_CUDA_FLAGS=$B timeout 60 ncu --clock-control none --launch-skip 5 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section Occupancy --kernel-name regex:softmax_bulk python3 -m ember.bench softmax --backends ember --shapes 128x128256 --dtypes fp32 --timing cuda_event -q > $OUT/ncu_bulk.txt 2>&1
 grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|Achieved Occupancy" $OUT/ncu_bulk.txt | head
 step 120 peers && bench peers 120 softmax --backends torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16

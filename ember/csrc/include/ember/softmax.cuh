@@ -364,8 +364,13 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
 #ifndef EMBER_SOFTMAX_BULK
 #define EMBER_SOFTMAX_BULK 0
 #endif
+// EMBER_SOFTMAX_BULK_KB: the raw chunks' shared memory (192: 3 fp32 / 6 bf16 chunks; 128: 2 /
+// 4), to find how many rows in flight the pace needs. 227 KB is the opt-in ceiling.
+#ifndef EMBER_SOFTMAX_BULK_KB
+#define EMBER_SOFTMAX_BULK_KB 192
+#endif
 constexpr int kBulkThreads = 1024;
-constexpr int kBulkSmem = 192 * 1024;  // raw chunks; 227 KB is the opt-in ceiling
+constexpr int kBulkSmem = EMBER_SOFTMAX_BULK_KB * 1024;
 template <typename T>
 constexpr int kBulkBuffers = kBulkSmem / (kPersistentMaxChunk * static_cast<int>(sizeof(T)));
 
