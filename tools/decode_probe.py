@@ -33,6 +33,9 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "v1": "-DEMBER_DECODE_TC=0",
     "fp8r2": "-DEMBER_DECODE_MINB=2",  # the register fp8 path at 2 CTAs per SM
     "fp8pass": "-DEMBER_DECODE_FP8_REGS=0",  # fp8 through a 16-bit shared-memory copy
+    # the register fp8 path at 4 CTAs an SM (16 warps; 128 registers, 80 bytes of stack) and 3
+    # stages so that 4 fit: session 15's ncu found 12 warps an SM at 67 % issue
+    "fp8r4": "-DEMBER_DECODE_MINB=4 -DEMBER_DECODE_STAGES8=3",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

@@ -7,7 +7,8 @@
 # (session 15's look-back); if it is slower, the one-CTA-an-SM structure is, as with PIPE.
 #   1. its softmax GPU tests (all of tests/ops/test_sampling.py under the switch)
 #   2. the A/B against the default, interleaved, 128 / 96 / 64 rows, fp32 and bf16
-#   3. with 2 fp32 / 4 bf16 chunks (EMBER_SOFTMAX_BULK_KB=128), ncu on it (DRAM throughput, warp stalls), then the peers at 128 rows
+#   3. with 2 fp32 / 4 bf16 chunks (EMBER_SOFTMAX_BULK_KB=128), ncu on it
+#   4. the fp8 decode kernel at 4 CTAs an SM (decode_probe.py fp8r4; 3 stages alone: f3) (DRAM throughput, warp stalls), then the peers at 128 rows
 #   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next36.sh
 source tools/h200_lib.sh  # wheels, environment, bench, tests
 step() { if [ $((SECONDS + $1)) -gt 585 ]; then echo "== skipped at ${SECONDS}s: $2"; return 1; fi; }
@@ -22,5 +23,6 @@ done
 step 60 bulk128 && EMBER_EXTRA_CUDA_FLAGS="$B -DEMBER_SOFTMAX_BULK_KB=128" bench bulk128 60 softmax --backends ember --shapes 128x128256 --dtypes fp32,bf16
 step 60 ncu && EMBER_EXTRA_CUDA_FLAGS=$B timeout 60 ncu --clock-control none --launch-skip 5 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section Occupancy --kernel-name regex:softmax_bulk python3 -m ember.bench softmax --backends ember --shapes 128x128256 --dtypes fp32 --timing cuda_event -q > $OUT/ncu_bulk.txt 2>&1
 grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|Achieved Occupancy" $OUT/ncu_bulk.txt | head
+step 90 fp8r4 && timeout 90 python3 tools/decode_probe.py --variants base,fp8r4,f3 --cases fp8,fp8skew --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe_fp8.txt
 step 120 peers && bench peers 120 softmax --backends torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
 echo "== done at ${SECONDS}s"
