@@ -268,6 +268,33 @@ inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
   return (rows + 1) / 2 * 2 + 2 * kSoftmaxCluster * rows;
 }
 
+// softmax_grid_kernel's (and softmax_bulk_kernel's) exchange, by thread 0 of each of a row's 8
+// CTAs: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release add on
+// the row's `count`; then a wait (acquire) until all 8 have, and their pairs combined into
+// {base, 1 / the row's sum} (a row of all -inf: base 0 and a sum of 0).
+__device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs, int rank, float m,
+                                                  float s) {
+  constexpr int C = kSoftmaxCluster;
+  pairs[rank] = make_float2(m, s);
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+  uint32_t seen = 0;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+  } while (seen < C);
+  float2 q[C];
+  float gm = -INFINITY;
+#pragma unroll
+  for (int r = 0; r < C; ++r) {
+    q[r] = __ldcg(pairs + r);
+    gm = fmaxf(gm, q[r].x);
+  }
+  const float base = gm == -INFINITY ? 0.f : gm;
+  float gs = 0.f;
+#pragma unroll
+  for (int r = 0; r < C; ++r) gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
+  return make_float2(base, 1.f / gs);
+}
+
 // softmax_persistent_kernel's loop with the cluster exchange replaced: CTA 8g + k takes chunk k
 // of rows g, g + groups, ...; for each row thread 0 writes the CTA's (max, sum), counts itself in
 // with a release add, waits (acquire) until the row's 8 CTAs have, and combines their pairs. The
@@ -322,28 +349,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
     const float s =
         block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    if (t == 0) {
-      pairs[row * C + rank] = make_float2(m, s);
-      uint32_t* count = arrived + row;
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
-      uint32_t seen = 0;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
-      } while (seen < C);
-      float2 q[C];
-      float gm = -INFINITY;
-#pragma unroll
-      for (int r = 0; r < C; ++r) {
-        q[r] = __ldcg(pairs + row * C + r);
-        gm = fmaxf(gm, q[r].x);
-      }
-      const float base = gm == -INFINITY ? 0.f : gm;
-      float gs = 0.f;
-#pragma unroll
-      for (int r = 0; r < C; ++r)
-        gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
-      norm = make_float2(base, 1.f / gs);
-    }
+    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
     __syncthreads();
     const float2 nz = norm;
     store_probs(p.probs + row * p.probs_row_stride + begin, row_smem, n, nz.x, nz.y);
@@ -465,28 +471,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1) softmax_bulk_kernel(SoftmaxPa
     const float m = block_reduce<true, kBulkThreads>(st.m, scratch);
     const float s = block_reduce<false, kBulkThreads>(
         st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    if (t == 0) {
-      pairs[row * C + rank] = make_float2(m, s);
-      uint32_t* count = arrived + row;
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
-      uint32_t seen = 0;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
-      } while (seen < C);
-      float2 q[C];
-      float gm = -INFINITY;
-#pragma unroll
-      for (int r = 0; r < C; ++r) {
-        q[r] = __ldcg(pairs + row * C + r);
-        gm = fmaxf(gm, q[r].x);
-      }
-      const float base = gm == -INFINITY ? 0.f : gm;
-      float gs = 0.f;
-#pragma unroll
-      for (int r = 0; r < C; ++r)
-        gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
-      norm = make_float2(base, 1.f / gs);
-    }
+    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
     __syncthreads();
     const float2 nz = norm;
     float* out = p.probs + row * p.probs_row_stride + begin;
