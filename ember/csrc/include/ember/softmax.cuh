@@ -186,6 +186,35 @@ __device__ __forceinline__ void stage_chunk(const Vec<T, kE> (&next)[kPacks], fl
   }
 }
 
+// A persistent CTA's chunk of each of its rows (chunk `rank`), the next row's loads held in
+// registers until they are staged (softmax_persistent_kernel, softmax_grid_kernel).
+template <typename T>
+struct ChunkPrefetch {
+  static constexpr int kE = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
+  const SoftmaxParams& p;
+  const int64_t begin;  // the chunk's first element in a row
+  const int n;          // its length
+  const int packs;      // the vector path: n is a multiple of kE
+  const int t;
+  Vec<T, kE> next[kPacks];
+  __device__ __forceinline__ ChunkPrefetch(const SoftmaxParams& params, int rank)
+      : p(params),
+        begin(static_cast<int64_t>(rank) * params.chunk),
+        n(chunk_length(params.vocab, params.chunk, begin)),
+        packs(n / kE),
+        t(static_cast<int>(threadIdx.x)) {}
+  // Row `row`'s chunk: the loads issued, in flight until stage.
+  __device__ __forceinline__ void issue(int64_t row) {
+    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
+                t);
+  }
+  // The issued row into row_smem as fp32 times `scale`, its online statistics into `st`.
+  __device__ __forceinline__ void stage(float* row_smem, float scale, RowStats<>& st) {
+    stage_chunk(next, row_smem, packs, scale, st, t);
+  }
+};
+
 // softmax_kernel on more rows than its clusters can hold at once (128 rows of 128 256 fp32 take
 // 2.6 waves of 3 CTAs an SM whose load, reduce and store phases run in lockstep, memory idle
 // while a wave reduces). Here a cluster loops over rows r, r + clusters, ...; while it reduces
@@ -196,35 +225,24 @@ template <typename T, int C = kSoftmaxCluster>
 __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
     softmax_persistent_kernel(SoftmaxParams p) {
   namespace cg = cooperative_groups;
-  constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
-  using Pack = Vec<T, kE>;
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ __align__(16) float row_smem[];  // [chunk] values, then 4 exchange slots
   __shared__ float scratch[kSoftmaxThreads / 32];
   float* exchange = row_smem + p.chunk;  // [0]: this CTA's max, [1]: its sum (online: [2..3] too)
-  const int rank = static_cast<int>(cluster.block_rank());
   const int64_t clusters = gridDim.x / C;
-  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int n = chunk_length(p.vocab, p.chunk, begin);
-  const int packs = n / kE;  // the vector path: n is a multiple of kE
-  const int t = static_cast<int>(threadIdx.x);
-  Pack next[kPacks];
-  auto issue = [&](int64_t row) {
-    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
-                t);
-  };
+  ChunkPrefetch<T> chunk(p, static_cast<int>(cluster.block_rank()));
   int64_t row = blockIdx.x / C;
   pdl_wait();
-  if (row < p.rows) issue(row);
+  if (row < p.rows) chunk.issue(row);
   for (int iter = 0; row < p.rows; row += clusters, ++iter) {
     const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
     const float scale = (EMBER_SOFTMAX_ONLINE ? kLog2e : 1.f) / t_row;
     RowStats<> st;
     __syncthreads();  // the previous row's store pass is done reading row_smem
-    stage_chunk(next, row_smem, packs, scale, st, t);
-    if (row + clusters < p.rows) issue(row + clusters);  // in flight while this row finishes
-    float* out = p.probs + row * p.probs_row_stride + begin;
+    chunk.stage(row_smem, scale, st);
+    if (row + clusters < p.rows) chunk.issue(row + clusters);  // in flight while this row finishes
+    float* out = p.probs + row * p.probs_row_stride + chunk.begin;
+    const int n = chunk.n;
     if (EMBER_SOFTMAX_ONLINE) {
       // NOTE: one cluster barrier a row, so the slots alternate: row k + 2 writes row k's pair
       // only after row k + 1's barrier, which every CTA passes after its reads of row k's.
@@ -318,9 +336,6 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
                 "softmax_grid_kernel exchanges online (max, sum) pairs");
   constexpr int C = kSoftmaxCluster;
-  constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
-  using Pack = Vec<T, kE>;
   extern __shared__ __align__(16) float row_smem[];  // [chunk] values
   __shared__ float scratch[kSoftmaxThreads / 32];
   __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
@@ -328,31 +343,24 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   float2* pairs = reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
   const int rank = static_cast<int>(blockIdx.x % C);
   const int64_t groups = gridDim.x / C;
-  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int n = chunk_length(p.vocab, p.chunk, begin);
-  const int packs = n / kE;  // the vector path: n is a multiple of kE
-  const int t = static_cast<int>(threadIdx.x);
-  Pack next[kPacks];
-  auto issue = [&](int64_t row) {
-    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
-                t);
-  };
+  ChunkPrefetch<T> chunk(p, rank);
+  const int t = chunk.t;
   int64_t row = blockIdx.x / C;
-  if (row < p.rows) issue(row);
+  if (row < p.rows) chunk.issue(row);
   for (; row < p.rows; row += groups) {
     const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
     const float scale = kLog2e / t_row;
     RowStats<> st;
     __syncthreads();  // the previous row's store pass is done reading row_smem
-    stage_chunk(next, row_smem, packs, scale, st, t);
-    if (row + groups < p.rows) issue(row + groups);     // in flight while this row finishes
-    const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
+    chunk.stage(row_smem, scale, st);
+    if (row + groups < p.rows) chunk.issue(row + groups);  // in flight while this row finishes
+    const float m = block_reduce<true>(st.m, scratch);     // (its barrier also publishes row_smem)
     const float s =
         block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
     if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
     __syncthreads();
     const float2 nz = norm;
-    store_probs(p.probs + row * p.probs_row_stride + begin, row_smem, n, nz.x, nz.y);
+    store_probs(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n, nz.x, nz.y);
   }
 }
 
