@@ -286,6 +286,12 @@ inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
   return (rows + 1) / 2 * 2 + 2 * kSoftmaxCluster * rows;
 }
 
+// The (max, sum) pairs of grid_workspace_words's layout: after the rows' counts, padded to an
+// even count so that the pairs are 8-byte aligned.
+__device__ __forceinline__ float2* grid_pairs(const SoftmaxParams& p) {
+  return reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
+}
+
 // softmax_grid_kernel's (and softmax_bulk_kernel's) exchange, by thread 0 of each of a row's 8
 // CTAs: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release add on
 // the row's `count`; then a wait (acquire) until all 8 have, and their pairs combined into
@@ -340,7 +346,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   __shared__ float scratch[kSoftmaxThreads / 32];
   __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
   uint32_t* arrived = p.grid_ws;
-  float2* pairs = reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
+  float2* pairs = grid_pairs(p);
   const int rank = static_cast<int>(blockIdx.x % C);
   const int64_t groups = gridDim.x / C;
   ChunkPrefetch<T> chunk(p, rank);
@@ -435,7 +441,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1) softmax_bulk_kernel(SoftmaxPa
   __shared__ float scratch[kBulkThreads / 32];
   __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
   uint32_t* arrived = p.grid_ws;
-  float2* pairs = reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
+  float2* pairs = grid_pairs(p);
   const int rank = static_cast<int>(blockIdx.x % C);
   const int64_t groups = gridDim.x / C;
   const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
