@@ -489,11 +489,25 @@ __global__ void __launch_bounds__(kBulkThreads, 1) softmax_bulk_kernel(SoftmaxPa
     __syncthreads();
     const float2 nz = norm;
     float* out = p.probs + row * p.probs_row_stride + begin;
-    for (int i = t; i < packs; i += kBulkThreads) {
-      const Pack x = src[i];
-#pragma unroll
-      for (int e = 0; e < kE; ++e)
-        out[i * kE + e] = exp2_approx(to_float(x.v[e]) * scale - nz.x) * nz.y;
+    // four elements a thread a step, so that a warp's 16-byte stores are contiguous (a pack a
+    // thread wrote 4 / 8 scattered floats a store: 4x / 8x the sectors, LG-throttled, 105.8 /
+    // 171.6 us at 128 x 128 256 against the grid kernel's 40.7 / 37.1)
+    const Vec<T, 4>* quads = reinterpret_cast<const Vec<T, 4>*>(src);
+    if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+      float4* out4 = reinterpret_cast<float4*>(out);
+      for (int i = t; i < packs * (kE / 4); i += kBulkThreads) {
+        const Vec<T, 4> x = quads[i];
+        float4 y;
+        y.x = exp2_approx(to_float(x.v[0]) * scale - nz.x) * nz.y;
+        y.y = exp2_approx(to_float(x.v[1]) * scale - nz.x) * nz.y;
+        y.z = exp2_approx(to_float(x.v[2]) * scale - nz.x) * nz.y;
+        y.w = exp2_approx(to_float(x.v[3]) * scale - nz.x) * nz.y;
+        out4[i] = y;
+      }
+    } else {
+      const T* raw = reinterpret_cast<const T*>(src);
+      for (int i = t; i < packs * kE; i += kBulkThreads)
+        out[i] = exp2_approx(to_float(raw[i]) * scale - nz.x) * nz.y;
     }
     __syncthreads();  // buffer b is read by every thread (and `norm` too) before its refill
     if (t == 0) fill(j + kBuffers);
