@@ -91,12 +91,27 @@ __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_
   return make_float2(base, 1.f / gs);
 }
 
+// A/B switches (session 16, off): EMBER_SOFTMAX_LDHINT 1 = the chunk loads evict-first
+// (ld.global.cs), 2 = non-coherent with a 256-byte L2 fetch; EMBER_SOFTMAX_STHINT 1 = the store
+// pass evict-first (st.global.cs). The logits are read once and the probabilities written once.
+#ifndef EMBER_SOFTMAX_LDHINT
+#define EMBER_SOFTMAX_LDHINT 0
+#endif
+#ifndef EMBER_SOFTMAX_STHINT
+#define EMBER_SOFTMAX_STHINT 0
+#endif
 // The store pass over a CTA's chunk: 2^(x - base) * inv for the online form, else x * inv (the
 // chunk already holds exp(x - max)).
 __device__ __forceinline__ void store_probs(float* out, const float* row_smem, int n, float base,
                                             float inv) {
   for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
-    out[i] = EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
+    const float y =
+        EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
+    if (EMBER_SOFTMAX_STHINT) {
+      __stcs(out + i, y);
+    } else {
+      out[i] = y;
+    }
   }
 }
 
@@ -157,7 +172,23 @@ __device__ __forceinline__ void fetch_chunk(Vec<T, kE> (&next)[kPacks], const T*
   const Vec<T, kE>* src = reinterpret_cast<const Vec<T, kE>*>(chunk);
 #pragma unroll
   for (int u = 0; u < kPacks; ++u) {
-    if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
+    if (t + u * kSoftmaxThreads < packs) {
+#if EMBER_SOFTMAX_LDHINT == 0
+      next[u] = src[t + u * kSoftmaxThreads];
+#else
+      uint4 w;
+#if EMBER_SOFTMAX_LDHINT == 1
+#define EMBER_SOFTMAX_LD "ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+#else
+#define EMBER_SOFTMAX_LD "ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+#endif
+      asm(EMBER_SOFTMAX_LD
+                   : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+                   : "l"(src + t + u * kSoftmaxThreads));
+#undef EMBER_SOFTMAX_LD
+      next[u] = *reinterpret_cast<const Vec<T, kE>*>(&w);
+#endif
+    }
   }
 }
 
@@ -292,6 +323,14 @@ __device__ __forceinline__ float2* grid_pairs(const SoftmaxParams& p) {
   return reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
 }
 
+// EMBER_SOFTMAX_EPOCH=1 (A/B, session 16, off): no memset of the counts a call. They live in
+// a zeroed buffer the binding keeps a device (one stream only: the measurement's case) and grow
+// by C a row a call; a CTA's wait ends at the multiple of C above the count it found.
+#ifndef EMBER_SOFTMAX_EPOCH
+#define EMBER_SOFTMAX_EPOCH 0
+#endif
+static_assert((kSoftmaxCluster & (kSoftmaxCluster - 1)) == 0, "epoch targets round to C");
+
 // softmax_grid_kernel's (and softmax_bulk_kernel's) exchange, by thread 0 of each of a row's 8
 // CTAs: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release add on
 // the row's `count`; then a wait (acquire) until all 8 have, and their pairs combined into
@@ -300,11 +339,24 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
                                                   float s) {
   constexpr int C = kSoftmaxCluster;
   pairs[rank] = make_float2(m, s);
-  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
   uint32_t seen = 0;
+#if EMBER_SOFTMAX_EPOCH
+  // counts that only grow, C a row a call: this call's target is the next multiple of C
+  uint32_t old;
+  asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
+               : "=r"(old)
+               : "l"(count)
+               : "memory");
+  const uint32_t target = (old & ~static_cast<uint32_t>(C - 1)) + C;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+  } while (static_cast<int32_t>(seen - target) < 0);
+#else
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
   do {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
   } while (seen < C);
+#endif
   float2 q[C];
   float gm = -INFINITY;
 #pragma unroll
@@ -582,11 +634,31 @@ bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) 
       static_cast<int64_t>(per_sm_of[p.device]) * stream_grid(p.device) / kSoftmaxCluster;
   if (groups <= 0) return false;
   const int64_t used = p.rows < groups ? p.rows : groups;
-  // the counts start at 0 (the workspace comes in with any contents: torch.empty)
-  err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
-  if (err != cudaSuccess) return true;
+  SoftmaxParams q = p;
+  if constexpr (EMBER_SOFTMAX_EPOCH != 0) {
+    // (A/B only) counts and pairs from a zeroed buffer kept a device, grown with a device sync
+    static uint32_t* ws_of[kMaxDevices] = {};
+    static int64_t cap_of[kMaxDevices] = {};
+    const int64_t words = grid_workspace_words(p.rows, p.vocab);
+    if (cap_of[p.device] < words) {
+      if (ws_of[p.device] != nullptr) cudaFree(ws_of[p.device]);
+      ws_of[p.device] = nullptr;
+      cap_of[p.device] = 0;
+      err = cudaMalloc(&ws_of[p.device], static_cast<size_t>(words) * sizeof(uint32_t));
+      if (err == cudaSuccess)
+        err = cudaMemset(ws_of[p.device], 0, static_cast<size_t>(words) * sizeof(uint32_t));
+      if (err == cudaSuccess) err = cudaDeviceSynchronize();
+      if (err != cudaSuccess) return true;
+      cap_of[p.device] = words;
+    }
+    q.grid_ws = ws_of[p.device];
+  } else {
+    // the counts start at 0 (the workspace comes in with any contents: torch.empty)
+    err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
+    if (err != cudaSuccess) return true;
+  }
   err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
-                                   dim3(kGridThreads), smem, stream, p);
+                                   dim3(kGridThreads), smem, stream, q);
   return true;
 }
 
