@@ -48,17 +48,12 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 // Resident CTAs per SM the register allocation must allow: 16-bit K/V use 100 KB of shared
 // memory (2 per SM whatever the registers); the register fp8 path uses 64 KB, so 3 fit when the
 // registers do (<= 168 per thread). EMBER_DECODE_MINB overrides both (A/B probes).
-// The K/V tile loads' address arithmetic (session 16, A/B, off). ncu at 256 x 1024 64/8 bf16:
-// this kernel issues ~2x FlashInfer's instructions a token (SM 40 % busy against 21 %, 4.6
-// cycles between a warp's instructions at 2 warps a scheduler) and ~30 of each row's are
-// 64-bit stride products. EMBER_DECODE_CPT = 16-byte chunks of a row a thread moves (adjacent:
-// one row address for 1 or 2 chunks); EMBER_DECODE_ADDR32 = 1: a row's offset in its page in
-// 32 bits and one wide multiply by the page stride (strides checked to fit int32 by the binding).
-#ifndef EMBER_DECODE_CPT
-#define EMBER_DECODE_CPT 1
-#endif
-#ifndef EMBER_DECODE_ADDR32
-#define EMBER_DECODE_ADDR32 0
+// The grid's order (session 16, A/B, off): 0 = a unit's KV heads side by side (blockIdx.x the
+// head); 1 = units fastest, one head at a time, FlashInfer's order (ncu at 256 x 1024 64/8: its
+// kernel reaches 83 % DRAM against this one's 79 % at the same grid, occupancy and bytes, with
+// half the instructions; cutting this kernel's instructions 17 % changed nothing).
+#ifndef EMBER_DECODE_UNIT_FAST
+#define EMBER_DECODE_UNIT_FAST 0
 #endif
 
 template <int KVB>
@@ -197,8 +192,13 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   unsigned char* conv = smem + S::kQBytes;  // fp8 only: the stage's tiles as 16-bit
   unsigned char* pipe = conv + S::kConvBytes;
   constexpr int kStages = S::kStages;
+#if EMBER_DECODE_UNIT_FAST
+  const int unit = blockIdx.x;
+  const int kv_head = blockIdx.y;
+#else
   const int unit = blockIdx.y;  // NOTE: heads fastest, so a unit's heads run side by side
   const int kv_head = blockIdx.x;
+#endif
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -250,12 +250,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   // Each thread moves chunk `cc` of rows r0, r0 + kRowStep, ... of every tile. The page of
   // each of those rows is read one tile ahead (into pg), so the page-table load's latency
   // overlaps a tile's compute instead of stalling the next cp.async.
-  constexpr int kCpt = EMBER_DECODE_CPT;  // adjacent chunks a thread a row
-  static_assert(S::kKvChunks % kCpt == 0, "a row's chunks split evenly");
-  constexpr int kRowStep = kWarps * 32 * kCpt / S::kKvChunks;
+  constexpr int kRowStep = kWarps * 32 / S::kKvChunks;
   constexpr int kRowsPerThread = kTile / kRowStep;
   static_assert(kTile % kRowStep == 0, "tile rows split evenly over the threads");
-  const int r0 = tid / (S::kKvChunks / kCpt), cc = tid % (S::kKvChunks / kCpt) * kCpt;
+  const int r0 = tid / S::kKvChunks, cc = tid % S::kKvChunks;
   const int shift = p.page_shift;  // log2(page_size), or -1
   auto page_of = [&](int t) { return shift >= 0 ? t >> shift : t / p.page_size; };
   auto row_token = [&](int tile, int j) {
@@ -275,23 +273,12 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       const int r = r0 + j * kRowStep;
       const bool valid = kv_start + tile * kTile + r < kv_end;
       const int tt = row_token(tile, j);
-#if EMBER_DECODE_ADDR32
-      const int s = shift >= 0 ? tt & (p.page_size - 1) : tt - page_of(tt) * p.page_size;
-      const TKV* krow = kb + static_cast<int64_t>(pg[j]) * static_cast<int>(p.k.page_stride) +
-                        (s * static_cast<int>(p.k.slot_stride) + cc * kElemsPerChunk);
-      const TKV* vrow = vb + static_cast<int64_t>(pg[j]) * static_cast<int>(p.v.page_stride) +
-                        (s * static_cast<int>(p.v.slot_stride) + cc * kElemsPerChunk);
-#else
       const int s = tt - page_of(tt) * p.page_size;
       const int64_t page = pg[j];
-      const TKV* krow = kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk;
-      const TKV* vrow = vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk;
-#endif
-#pragma unroll
-      for (int c = 0; c < kCpt; ++c) {
-        cp_async16(smem_u32(ks + kv_off(r, cc + c)), krow + c * kElemsPerChunk, valid);
-        cp_async16(smem_u32(vs + kv_off(r, cc + c)), vrow + c * kElemsPerChunk, valid);
-      }
+      cp_async16(smem_u32(ks + kv_off(r, cc)),
+                 kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk, valid);
+      cp_async16(smem_u32(vs + kv_off(r, cc)),
+                 vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk, valid);
     }
   };
 #pragma unroll
@@ -581,7 +568,9 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
   constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
   if (max_smem_optin(p.device) < kSmem) return decode::launch<T, TKV, D, G>(p, stream);
   if (p.grid > 0) {
-    const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
+    const dim3 grid = EMBER_DECODE_UNIT_FAST
+                          ? dim3(static_cast<unsigned>(p.grid), static_cast<unsigned>(p.kv_heads))
+                          : dim3(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
     const cudaError_t err = launch_kernel<decode_tc_kernel<T, TKV, D, G>>(
         grid, dim3(kWarps * 32), kSmem, stream, p.pdl, p.device, p);
     if (err != cudaSuccess) return err;
