@@ -36,11 +36,6 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     # the register fp8 path at 4 CTAs an SM (16 warps; 128 registers, 80 bytes of stack) and 3
     # stages so that 4 fit: session 15's ncu found 12 warps an SM at 67 % issue
     "fp8r4": "-DEMBER_DECODE_MINB=4 -DEMBER_DECODE_STAGES8=3",
-    # session 16: two adjacent 16-byte chunks a thread a row (half the rows' address
-    # arithmetic), and with the in-page offset in 32 bits (ncu: ~2x FlashInfer's instructions)
-    "cpt2": "-DEMBER_DECODE_CPT=2",
-    "cpt2a32": "-DEMBER_DECODE_CPT=2 -DEMBER_DECODE_ADDR32=1",  # (removed: no change)
-    "ufast": "-DEMBER_DECODE_UNIT_FAST=1",  # units fastest in the grid, FlashInfer's order
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

@@ -48,14 +48,6 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 // Resident CTAs per SM the register allocation must allow: 16-bit K/V use 100 KB of shared
 // memory (2 per SM whatever the registers); the register fp8 path uses 64 KB, so 3 fit when the
 // registers do (<= 168 per thread). EMBER_DECODE_MINB overrides both (A/B probes).
-// The grid's order (session 16, A/B, off): 0 = a unit's KV heads side by side (blockIdx.x the
-// head); 1 = units fastest, one head at a time, FlashInfer's order (ncu at 256 x 1024 64/8: its
-// kernel reaches 83 % DRAM against this one's 79 % at the same grid, occupancy and bytes, with
-// half the instructions; cutting this kernel's instructions 17 % changed nothing).
-#ifndef EMBER_DECODE_UNIT_FAST
-#define EMBER_DECODE_UNIT_FAST 0
-#endif
-
 template <int KVB>
 constexpr int min_blocks() {
 #ifdef EMBER_DECODE_MINB
@@ -192,13 +184,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   unsigned char* conv = smem + S::kQBytes;  // fp8 only: the stage's tiles as 16-bit
   unsigned char* pipe = conv + S::kConvBytes;
   constexpr int kStages = S::kStages;
-#if EMBER_DECODE_UNIT_FAST
-  const int unit = blockIdx.x;
-  const int kv_head = blockIdx.y;
-#else
+  // NOTE: units fastest instead (FlashInfer's order) measured the same everywhere (session 16,
+  // 256 x 1024 64/8 277.4 / 277.4 us, graph replay).
   const int unit = blockIdx.y;  // NOTE: heads fastest, so a unit's heads run side by side
   const int kv_head = blockIdx.x;
-#endif
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -247,6 +236,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       return swz<D>(r, c);
     }
   };
+  // NOTE: measured (session 16): two adjacent chunks a thread with the in-page offset in 32
+  // bits cut the tile loop 1 021 -> 831 instructions (bf16 d128 g8) and 213 -> 196 registers,
+  // and changed no case's time (256 x 1024 64/8 277.3 -> 277.5 us): this loop is not
+  // issue-bound, though ncu counts ~2x FlashInfer's instructions a token there.
   // Each thread moves chunk `cc` of rows r0, r0 + kRowStep, ... of every tile. The page of
   // each of those rows is read one tile ahead (into pg), so the page-table load's latency
   // overlaps a tile's compute instead of stalling the next cp.async.
@@ -568,9 +561,7 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
   constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
   if (max_smem_optin(p.device) < kSmem) return decode::launch<T, TKV, D, G>(p, stream);
   if (p.grid > 0) {
-    const dim3 grid = EMBER_DECODE_UNIT_FAST
-                          ? dim3(static_cast<unsigned>(p.grid), static_cast<unsigned>(p.kv_heads))
-                          : dim3(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
+    const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
     const cudaError_t err = launch_kernel<decode_tc_kernel<T, TKV, D, G>>(
         grid, dim3(kWarps * 32), kSmem, stream, p.pdl, p.device, p);
     if (err != cudaSuccess) return err;

@@ -91,27 +91,15 @@ __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_
   return make_float2(base, 1.f / gs);
 }
 
-// A/B switches (session 16, off): EMBER_SOFTMAX_LDHINT 1 = the chunk loads evict-first
-// (ld.global.cs), 2 = non-coherent with a 256-byte L2 fetch; EMBER_SOFTMAX_STHINT 1 = the store
-// pass evict-first (st.global.cs). The logits are read once and the probabilities written once.
-#ifndef EMBER_SOFTMAX_LDHINT
-#define EMBER_SOFTMAX_LDHINT 0
-#endif
-#ifndef EMBER_SOFTMAX_STHINT
-#define EMBER_SOFTMAX_STHINT 0
-#endif
+// NOTE: measured (session 16, 128 x 128 256 fp32, CUPTI, same run as a 40.96 / 41.02 default):
+// evict-first loads and stores (ld/st.global.cs) 41.15, stores alone 40.99, non-coherent loads
+// with 256-byte L2 fetches 41.63 — no cache hint helps this stream.
 // The store pass over a CTA's chunk: 2^(x - base) * inv for the online form, else x * inv (the
 // chunk already holds exp(x - max)).
 __device__ __forceinline__ void store_probs(float* out, const float* row_smem, int n, float base,
                                             float inv) {
   for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
-    const float y =
-        EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
-    if (EMBER_SOFTMAX_STHINT) {
-      __stcs(out + i, y);
-    } else {
-      out[i] = y;
-    }
+    out[i] = EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
   }
 }
 
@@ -172,23 +160,7 @@ __device__ __forceinline__ void fetch_chunk(Vec<T, kE> (&next)[kPacks], const T*
   const Vec<T, kE>* src = reinterpret_cast<const Vec<T, kE>*>(chunk);
 #pragma unroll
   for (int u = 0; u < kPacks; ++u) {
-    if (t + u * kSoftmaxThreads < packs) {
-#if EMBER_SOFTMAX_LDHINT == 0
-      next[u] = src[t + u * kSoftmaxThreads];
-#else
-      uint4 w;
-#if EMBER_SOFTMAX_LDHINT == 1
-#define EMBER_SOFTMAX_LD "ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
-#else
-#define EMBER_SOFTMAX_LD "ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-#endif
-      asm(EMBER_SOFTMAX_LD
-                   : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
-                   : "l"(src + t + u * kSoftmaxThreads));
-#undef EMBER_SOFTMAX_LD
-      next[u] = *reinterpret_cast<const Vec<T, kE>*>(&w);
-#endif
-    }
+    if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
   }
 }
 
@@ -323,15 +295,7 @@ __device__ __forceinline__ float2* grid_pairs(const SoftmaxParams& p) {
   return reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
 }
 
-// EMBER_SOFTMAX_EPOCH=1 (A/B, session 16, off): no memset of the counts a call. They live in
-// a zeroed buffer the binding keeps a device (one stream only: the measurement's case) and grow
-// by C a row a call; a CTA's wait ends at the multiple of C above the count it found.
-#ifndef EMBER_SOFTMAX_EPOCH
-#define EMBER_SOFTMAX_EPOCH 0
-#endif
-static_assert((kSoftmaxCluster & (kSoftmaxCluster - 1)) == 0, "epoch targets round to C");
-
-// softmax_grid_kernel's (and softmax_bulk_kernel's) exchange, by thread 0 of each of a row's 8
+// softmax_grid_kernel's exchange, by thread 0 of each of a row's 8
 // CTAs: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release add on
 // the row's `count`; then a wait (acquire) until all 8 have, and their pairs combined into
 // {base, 1 / the row's sum} (a row of all -inf: base 0 and a sum of 0).
@@ -339,24 +303,11 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
                                                   float s) {
   constexpr int C = kSoftmaxCluster;
   pairs[rank] = make_float2(m, s);
-  uint32_t seen = 0;
-#if EMBER_SOFTMAX_EPOCH
-  // counts that only grow, C a row a call: this call's target is the next multiple of C
-  uint32_t old;
-  asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
-               : "=r"(old)
-               : "l"(count)
-               : "memory");
-  const uint32_t target = (old & ~static_cast<uint32_t>(C - 1)) + C;
-  do {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
-  } while (static_cast<int32_t>(seen - target) < 0);
-#else
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+  uint32_t seen = 0;
   do {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
   } while (seen < C);
-#endif
   float2 q[C];
   float gm = -INFINITY;
 #pragma unroll
@@ -382,7 +333,11 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
 // after the zeroing, wait before the first count) 42.6 us against 40.6 — the barrier costs more
 // than the memset it saves; and flagged 64-bit pairs (one relaxed store a CTA into slots filled
 // with a sentinel, lanes 0-7 of warp 0 polling one slot each: no fence, no atomic) 45.4. The
-// memset in the binding and torch.zeros in Python measured the same (40.6 / 40.7).
+// memset in the binding and torch.zeros in Python measured the same (40.6 / 40.7). Session 16:
+// counts that only grow (C a row a call, each CTA waiting for the multiple of C above the count
+// its atom.add returned) in a zeroed buffer kept across calls, so no memset: 40.19 / 40.35 against
+// 40.96 / 41.02 (-0.7 us). Not adopted: it needs a workspace that outlives the call, one a stream
+// (concurrent streams must not share counts), zeroed once — left for when 0.7 us decides a target.
 // NOTE: also measured (session 15, EMBER_SOFTMAX_PIPE, removed): one CTA an SM holding two rows'
 // chunks in shared memory and staggering them, so that row k's exchange overlapped row k + 1's
 // staging: 50.1 us fp32 / 51.4 bf16 against 40.9 / 37.3. With one row's loads in flight an SM
@@ -422,149 +377,12 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   }
 }
 
-// EMBER_SOFTMAX_BULK=1 (off; written in session 15, compiled but not yet run on a GPU):
-// softmax_grid_kernel's rows with more bytes in flight an SM. Why: session 15 measured that
-// halving the loads in flight an SM (one CTA staggering two rows, register prefetch) cost 23 %
-// fp32 and 38 % bf16, so the grid kernel's pace is set by memory-level parallelism: its two
-// CTAs an SM each have one row's chunk in flight only between staging a row and the next
-// staging, and nothing while they store. Here one CTA of 1 024 threads an SM keeps kBulkBuffers
-// raw chunks in shared memory (3 fp32 / 6 bf16 chunks of up to 64 / 32 KB), filled by bulk
-// copies (cp.async.bulk, the TMA engine: no registers) that complete on an mbarrier each, so
-// kBulkBuffers - 1 rows are in flight while a row is reduced, exchanged and stored straight
-// from its raw chunk (read twice from shared memory, no fp32 staging). 16 groups of 8 CTAs
-// (128 of 132 SMs). Same workspace, memset and exchange as softmax_grid_kernel.
-#ifndef EMBER_SOFTMAX_BULK
-#define EMBER_SOFTMAX_BULK 0
-#endif
-// EMBER_SOFTMAX_BULK_KB: the raw chunks' shared memory (192: 3 fp32 / 6 bf16 chunks; 128: 2 /
-// 4), to find how many rows in flight the pace needs. 227 KB is the opt-in ceiling.
-#ifndef EMBER_SOFTMAX_BULK_KB
-#define EMBER_SOFTMAX_BULK_KB 192
-#endif
-constexpr int kBulkThreads = 1024;
-constexpr int kBulkSmem = EMBER_SOFTMAX_BULK_KB * 1024;
-template <typename T>
-constexpr int kBulkBuffers = kBulkSmem / (kPersistentMaxChunk * static_cast<int>(sizeof(T)));
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
-               : "memory");
-}
-// One arrival that also expects `bytes` of asynchronous copies on this phase of `bar`.
-__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
-               "r"(bytes)
-               : "memory");
-}
-// Waits until the phase of `bar` with this parity has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "wait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global `src` to shared `dst`
-// by the TMA engine, completing on `bar`.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kBulkThreads, 1) softmax_bulk_kernel(SoftmaxParams p) {
-  static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
-                "softmax_bulk_kernel exchanges online (max, sum) pairs");
-  constexpr int C = kSoftmaxCluster;
-  constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  constexpr int kBuffers = kBulkBuffers<T>;
-  static_assert(kBuffers >= 2, "a row in flight while one is processed");
-  using Pack = Vec<T, kE>;
-  extern __shared__ __align__(128) unsigned char raw_smem[];  // [kBuffers][chunk] raw logits
-  __shared__ uint64_t filled[kBuffers];  // buffer b's copy landed (one phase a fill)
-  __shared__ float scratch[kBulkThreads / 32];
-  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
-  uint32_t* arrived = p.grid_ws;
-  float2* pairs = grid_pairs(p);
-  const int rank = static_cast<int>(blockIdx.x % C);
-  const int64_t groups = gridDim.x / C;
-  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
-  const int n = chunk_length(p.vocab, p.chunk, begin);
-  const int packs = n / kE;  // the vector path: n is a multiple of kE
-  const uint32_t bytes = static_cast<uint32_t>(n) * sizeof(T);
-  const int t = static_cast<int>(threadIdx.x);
-  const int64_t first = blockIdx.x / C;
-  auto buffer = [&](int b) {
-    return reinterpret_cast<Pack*>(raw_smem + static_cast<size_t>(b) * p.chunk * sizeof(T));
-  };
-  // the j-th row of this CTA into buffer j % kBuffers (thread 0; a no-op past the last row)
-  auto fill = [&](int64_t j) {
-    const int64_t row = first + j * groups;
-    if (row >= p.rows || bytes == 0) return;
-    uint64_t* bar = &filled[j % kBuffers];
-    mbar_expect(bar, bytes);
-    bulk_copy(buffer(static_cast<int>(j % kBuffers)),
-              static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, bytes, bar);
-  };
-  if (t == 0) {
-#pragma unroll
-    for (int b = 0; b < kBuffers; ++b) mbar_init(&filled[b], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    for (int b = 0; b < kBuffers; ++b) fill(b);
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
-  int64_t j = 0;
-  for (int64_t row = first; row < p.rows; row += groups, ++j) {
-    const int b = static_cast<int>(j % kBuffers);
-    const Pack* src = buffer(b);
-    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
-    const float scale = kLog2e / t_row;
-    if (bytes != 0) mbar_wait(&filled[b], static_cast<uint32_t>((j / kBuffers) & 1));
-    RowStats<> st;
-    for (int i = t; i < packs; i += kBulkThreads) {
-      const Pack x = src[i];
-#pragma unroll
-      for (int e = 0; e < kE; ++e) st.add(to_float(x.v[e]) * scale);
-    }
-    const float m = block_reduce<true, kBulkThreads>(st.m, scratch);
-    const float s = block_reduce<false, kBulkThreads>(
-        st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
-    __syncthreads();
-    const float2 nz = norm;
-    float* out = p.probs + row * p.probs_row_stride + begin;
-    // four elements a thread a step, so that a warp's 16-byte stores are contiguous (a pack a
-    // thread wrote 4 / 8 scattered floats a store: 4x / 8x the sectors, LG-throttled, 105.8 /
-    // 171.6 us at 128 x 128 256 against the grid kernel's 40.7 / 37.1)
-    const Vec<T, 4>* quads = reinterpret_cast<const Vec<T, 4>*>(src);
-    if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-      float4* out4 = reinterpret_cast<float4*>(out);
-      for (int i = t; i < packs * (kE / 4); i += kBulkThreads) {
-        const Vec<T, 4> x = quads[i];
-        float4 y;
-        y.x = exp2_approx(to_float(x.v[0]) * scale - nz.x) * nz.y;
-        y.y = exp2_approx(to_float(x.v[1]) * scale - nz.x) * nz.y;
-        y.z = exp2_approx(to_float(x.v[2]) * scale - nz.x) * nz.y;
-        y.w = exp2_approx(to_float(x.v[3]) * scale - nz.x) * nz.y;
-        out4[i] = y;
-      }
-    } else {
-      const T* raw = reinterpret_cast<const T*>(src);
-      for (int i = t; i < packs * kE; i += kBulkThreads)
-        out[i] = exp2_approx(to_float(raw[i]) * scale - nz.x) * nz.y;
-    }
-    __syncthreads();  // buffer b is read by every thread (and `norm` too) before its refill
-    if (t == 0) fill(j + kBuffers);
-  }
-}
+// NOTE: measured (session 16) and removed: softmax_bulk_kernel (EMBER_SOFTMAX_BULK), one CTA of
+// 1 024 threads an SM holding 3 fp32 / 6 bf16 raw chunks in shared memory, filled two / five rows
+// ahead by cp.async.bulk on mbarriers: 54.7 us fp32 / 53.2 bf16 at 128 x 128 256 against 40.9 /
+// 37.0 (2 raw chunks: 53.5 / 51.8); ncu: DRAM 30 %, warps waiting at the CTA barriers. With two
+// rows' loads in flight an SM it was no faster than with one: what the two CTAs an SM buy is
+// one CTA's reduce, exchange and store overlapping the other's, not bytes in flight.
 
 // softmax_persistent_kernel<T, C> over rows in chunks of p.chunk, when that is more rows than its
 // clusters hold at once; false: not launched (fewer rows, or the occupancy query failed).
@@ -594,27 +412,13 @@ bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err
   return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
 }
 
-// The kernel launch_grid launches, its block and its shared memory (only the chosen kernel is
-// instantiated).
-template <typename T>
-constexpr auto grid_kernel() {
-  if constexpr (EMBER_SOFTMAX_BULK != 0) {
-    return softmax_bulk_kernel<T>;
-  } else {
-    return softmax_grid_kernel<T>;
-  }
-}
-constexpr int kGridThreads = EMBER_SOFTMAX_BULK ? kBulkThreads : kSoftmaxThreads;
-
 // softmax_grid_kernel over the rows grid_workspace_words takes, given their workspace: a grid of
 // as many CTAs as fit at once (a multiple of 8); false: not launched.
 template <typename T>
 bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-  constexpr auto kernel = grid_kernel<T>();
+  constexpr auto kernel = softmax_grid_kernel<T>;
   if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
-  const size_t smem = EMBER_SOFTMAX_BULK
-                          ? static_cast<size_t>(kBulkBuffers<T>) * p.chunk * sizeof(T)
-                          : static_cast<size_t>(p.chunk) * sizeof(float);
+  const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float);
   constexpr int kMaxDevices = 64;
   static int key_of[kMaxDevices] = {};
   static int per_sm_of[kMaxDevices] = {};  // resident CTAs an SM at that chunk
@@ -622,7 +426,7 @@ bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) 
   if (key_of[p.device] != p.chunk) {
     int per_sm = 0;
     if (allow_dynamic_smem<kernel>(smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGridThreads, smem) !=
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSoftmaxThreads, smem) !=
             cudaSuccess) {
       per_sm = 0;
     }
@@ -634,31 +438,11 @@ bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) 
       static_cast<int64_t>(per_sm_of[p.device]) * stream_grid(p.device) / kSoftmaxCluster;
   if (groups <= 0) return false;
   const int64_t used = p.rows < groups ? p.rows : groups;
-  SoftmaxParams q = p;
-  if constexpr (EMBER_SOFTMAX_EPOCH != 0) {
-    // (A/B only) counts and pairs from a zeroed buffer kept a device, grown with a device sync
-    static uint32_t* ws_of[kMaxDevices] = {};
-    static int64_t cap_of[kMaxDevices] = {};
-    const int64_t words = grid_workspace_words(p.rows, p.vocab);
-    if (cap_of[p.device] < words) {
-      if (ws_of[p.device] != nullptr) cudaFree(ws_of[p.device]);
-      ws_of[p.device] = nullptr;
-      cap_of[p.device] = 0;
-      err = cudaMalloc(&ws_of[p.device], static_cast<size_t>(words) * sizeof(uint32_t));
-      if (err == cudaSuccess)
-        err = cudaMemset(ws_of[p.device], 0, static_cast<size_t>(words) * sizeof(uint32_t));
-      if (err == cudaSuccess) err = cudaDeviceSynchronize();
-      if (err != cudaSuccess) return true;
-      cap_of[p.device] = words;
-    }
-    q.grid_ws = ws_of[p.device];
-  } else {
-    // the counts start at 0 (the workspace comes in with any contents: torch.empty)
-    err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
-    if (err != cudaSuccess) return true;
-  }
+  // the counts start at 0 (the workspace comes in with any contents: torch.empty)
+  err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
+  if (err != cudaSuccess) return true;
   err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
-                                   dim3(kGridThreads), smem, stream, q);
+                                   dim3(kSoftmaxThreads), smem, stream, p);
   return true;
 }
 
