@@ -299,32 +299,6 @@ struct RadixSmem {
   } pick[2];
 };
 
-// The 256 bins' inclusive scan, bin by thread (t < kBins; the caller maps bins to threads), and
-// `total`, the sum of all bins: a shuffle scan in each warp, then the earlier warps' sums
-// through `warp_sum`. Every thread of the CTA calls it (one barrier); threads >= kBins get
-// their own value back and a total of 0.
-__device__ __forceinline__ unsigned long long bins_scan(unsigned long long own,
-                                                        unsigned long long* warp_sum, int t,
-                                                        unsigned long long& total) {
-  const int lane = t % 32, warp = t / 32;
-  unsigned long long incl = own;
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const unsigned long long x = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += x;
-  }
-  if (t < kBins && lane == 31) warp_sum[warp] = incl;
-  __syncthreads();
-  total = 0;
-  if (t < kBins) {
-    for (int w = 0; w < kBins / 32; ++w) {
-      if (w < warp) incl += warp_sum[w];
-      total += warp_sum[w];
-    }
-  }
-  return incl;
-}
-
 __device__ __forceinline__ void add_mass(unsigned* lo, unsigned* hi, unsigned long long m) {
   const unsigned l = static_cast<unsigned>(m);
   const unsigned old = atomicAdd(lo, l);
@@ -570,9 +544,20 @@ __device__ uint32_t radix_select(cooperative_groups::cluster_group& cluster, Rad
           if (split) rest_all += *peer(&h.rest[buf], r);
         }
       }
-      unsigned long long total;
-      unsigned long long incl = bins_scan(own, h.warp_sum, t, total);
+      unsigned long long incl = own;
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const unsigned long long x = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += x;
+      }
+      if (t < kBins && lane == 31) h.warp_sum[warp] = incl;
+      __syncthreads();
       if (t < kBins) {
+        unsigned long long total = 0;
+        for (int w = 0; w < kBins / 32; ++w) {
+          if (w < warp) incl += h.warp_sum[w];
+          total += h.warp_sum[w];
+        }
         if (level == 0 && BY_MASS) {  // the target: a share of the total mass, at least 1 unit
           unsigned long long all = total + rest_all;
           if (floor == 0u) all = row_mass > total ? row_mass : total;
@@ -872,13 +857,28 @@ __device__ __forceinline__ int sample_candidates(RadixSmem& h, int& pass, const 
       }
     }
     __syncthreads();
+    // NOTE: this 64-bit bin scan repeats the one in radix_select on purpose: one shared
+    // __forceinline__ helper for both (session 16, `bins_scan`) changed every filter kernel's
+    // SASS and measured top_p_renorm_probs 128 x 128 256 at 127.7 / 128.0 us against 126.2 /
+    // 126.1 (CUPTI, interleaved; the samplers within noise), so it was taken back.
     // Thread t < 256 holds bin t: an inclusive scan over t runs up the indices.
     unsigned long long own = 0;
     if (t < kBins)
       own = (static_cast<unsigned long long>(h.mass_hi[buf][t]) << 32) + h.mass_lo[buf][t];
-    unsigned long long total;
-    const unsigned long long incl = bins_scan(own, h.warp_sum, t, total);
+    unsigned long long incl = own;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const unsigned long long x = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += x;
+    }
+    if (t < kBins && lane == 31) h.warp_sum[warp] = incl;
+    __syncthreads();
     if (t < kBins) {
+      unsigned long long total = 0;
+      for (int w = 0; w < kBins / 32; ++w) {
+        if (w < warp) incl += h.warp_sum[w];
+        total += h.warp_sum[w];
+      }
       // floor(u * total) < total: u has 24 bits
       if (level == 0) {
         target = __umul64hi(total, static_cast<unsigned long long>(u * 16777216.f) << 40);
