@@ -36,6 +36,8 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     # the register fp8 path at 4 CTAs an SM (16 warps; 128 registers, 80 bytes of stack) and 3
     # stages so that 4 fit: session 15's ncu found 12 warps an SM at 67 % issue
     "fp8r4": "-DEMBER_DECODE_MINB=4 -DEMBER_DECODE_STAGES8=3",
+    # two accumulator chains an n-tile for Q K^T (session 16's ncu: fixed-latency waits)
+    "qks": "-DEMBER_DECODE_QK_SPLIT=1",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

@@ -48,6 +48,14 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 // Resident CTAs per SM the register allocation must allow: 16-bit K/V use 100 KB of shared
 // memory (2 per SM whatever the registers); the register fp8 path uses 64 KB, so 3 fit when the
 // registers do (<= 168 per thread). EMBER_DECODE_MINB overrides both (A/B probes).
+// EMBER_DECODE_QK_SPLIT=1 (A/B, session 16, off): two accumulators an n-tile for S = Q K^T.
+// ncu at 256 x 1024 64/8: 1.58 of this kernel's 4.61 cycles an issued instruction are
+// fixed-latency waits (FlashInfer's: 0.88 of 8.65), and each n-tile's 8 k-steps are one
+// dependent MMA chain, with 2 n-tiles a warp (16 tokens) where FlashInfer's 32 tokens give 4.
+#ifndef EMBER_DECODE_QK_SPLIT
+#define EMBER_DECODE_QK_SPLIT 0
+#endif
+
 template <int KVB>
 constexpr int min_blocks() {
 #ifdef EMBER_DECODE_MINB
@@ -357,6 +365,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const int row0 = warp * 16;  // this warp's 16 tokens in the tile
     // S = Q K^T: two n-tiles of 8 tokens.
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    // EMBER_DECODE_QK_SPLIT: odd k-steps accumulate apart (sd), so each n-tile is two chains of
+    // kKS / 2 dependent MMAs instead of one of kKS
+    float sd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    auto& so = EMBER_DECODE_QK_SPLIT ? sd : sc;  // the odd k-steps' accumulators
     if constexpr (kRegs) {
       // One x4 load: (tokens 0-7, k-steps k, k+1), (tokens 8-15, k, k+1); a 16-byte chunk of a
       // raw fp8 row is one k-step.
@@ -370,9 +382,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 #pragma unroll
         for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
         mma<TM>(sc[0], qa[k], f[0][0], f[0][1]);
-        mma<TM>(sc[0], qa[k + 1], f[1][0], f[1][1]);
+        mma<TM>(so[0], qa[k + 1], f[1][0], f[1][1]);
         mma<TM>(sc[1], qa[k], f[2][0], f[2][1]);
-        mma<TM>(sc[1], qa[k + 1], f[3][0], f[3][1]);
+        mma<TM>(so[1], qa[k + 1], f[3][0], f[3][1]);
       }
     } else {
 #pragma unroll
@@ -381,8 +393,16 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
         const int r = row0 + (lane / 16) * 8 + lane % 8;
         const int c = 2 * k + (lane / 8) % 2;
         ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
-        mma<TM>(sc[0], qa[k], b[0], b[1]);
-        mma<TM>(sc[1], qa[k], b[2], b[3]);
+        auto& acc = k % 2 ? so : sc;
+        mma<TM>(acc[0], qa[k], b[0], b[1]);
+        mma<TM>(acc[1], qa[k], b[2], b[3]);
+      }
+    }
+    if (EMBER_DECODE_QK_SPLIT) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sc[n][j] += sd[n][j];
       }
     }
     // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
