@@ -308,9 +308,9 @@ __device__ __forceinline__ float2* grid_pairs(const SoftmaxParams& p) {
   return reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
 }
 
-// softmax_grid_kernel's exchange, by thread 0 of each of a row's 8
-// CTAs: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release add on
-// the row's `count`; then a wait (acquire) until all 8 have, and their pairs combined into
+// softmax_grid_kernel's exchange, by thread 0 of each of a row's C CTAs (kGridC): the CTA's
+// (max, sum) into its slot of the row's `pairs`, counted in with a release add on the row's
+// `count`; then a wait (acquire) until all C have, and their pairs combined into
 // {base, 1 / the row's sum} (a row of all -inf: base 0 and a sum of 0).
 template <int C = kSoftmaxCluster>
 __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs, int rank, float m,
