@@ -38,6 +38,8 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "fp8r4": "-DEMBER_DECODE_MINB=4 -DEMBER_DECODE_STAGES8=3",
     # two accumulator chains an n-tile for Q K^T (session 16's ncu: fixed-latency waits)
     "qks": "-DEMBER_DECODE_QK_SPLIT=1",
+    "onebar": "-DEMBER_DECODE_ONEBAR=1",  # one CTA barrier a tile instead of two
+    "qks1b": "-DEMBER_DECODE_QK_SPLIT=1 -DEMBER_DECODE_ONEBAR=1",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

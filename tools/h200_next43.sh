@@ -11,6 +11,9 @@
 #      (session 16's ncu at 256 x 1024 64/8: 1.58 of 4.61 cycles an instruction are fixed-latency
 #      waits; FlashInfer's warps wait on memory instead). Its decode GPU tests, then the probe.
 #      Predicted 256 x 1024 277 -> 268-274 us if the QK chain is on the critical path.
+#      With it, EMBER_DECODE_ONEBAR=1 (one CTA barrier a tile instead of two), alone and both:
+#      predicted within 1 % alone (ncu: 0.24 barrier cycles an instruction), more with QK_SPLIT
+#      if the warps' chains then overlap across the barrier.
 #   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next43.sh
 source tools/h200_lib.sh  # wheels, environment, bench, tests
 step() { if [ $((SECONDS + $1)) -gt 585 ]; then echo "== skipped at ${SECONDS}s: $2"; return 1; fi; }
@@ -22,6 +25,6 @@ step 60 ab && EMBER_EXTRA_CUDA_FLAGS=$G bench grid16 60 $S
 step 60 ab && bench base 60 $S
 step 30 ab2 && EMBER_EXTRA_CUDA_FLAGS=$G bench grid16b 30 softmax --backends ember --shapes 128x128256 --dtypes fp32
 step 30 ab2 && bench base2 30 softmax --backends ember --shapes 128x128256 --dtypes fp32
-step 200 qks && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_DECODE_QK_SPLIT=1 tests qks 200 tests/ops/test_decode.py -x
-step 120 probe && timeout 120 python3 tools/decode_probe.py --variants base,qks --cases u256,u128,u64,fp8 --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe.txt
+step 200 qks && EMBER_EXTRA_CUDA_FLAGS="-DEMBER_DECODE_QK_SPLIT=1 -DEMBER_DECODE_ONEBAR=1" tests qks1b 200 tests/ops/test_decode.py -x
+step 180 probe && timeout 180 python3 tools/decode_probe.py --variants base,qks,onebar,qks1b --cases u256,u128,u64,fp8 --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe.txt
 echo "== done at ${SECONDS}s"

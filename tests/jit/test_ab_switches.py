@@ -86,8 +86,18 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         ("EMBER_DECODE_FP8_REGS=0", "EMBER_DECODE_STAGES8=3", "EMBER_DECODE_TC=0"),
     ),
     (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_STAGES16=2",)),
-    (lambda: decode_spec("bf16", "bf16", 128, 8), ("EMBER_DECODE_QK_SPLIT=1",)),
-    (lambda: decode_spec("bf16", "e4m3", 128, 4), ("EMBER_DECODE_QK_SPLIT=1",)),
+    (
+        lambda: decode_spec("bf16", "bf16", 128, 8),
+        ("EMBER_DECODE_QK_SPLIT=1", "EMBER_DECODE_ONEBAR=1"),
+    ),
+    (
+        lambda: decode_spec("bf16", "e4m3", 128, 4),
+        ("EMBER_DECODE_QK_SPLIT=1", "EMBER_DECODE_ONEBAR=1"),
+    ),
+    (
+        lambda: decode_spec("bf16", "e4m3", 128, 4),
+        ("EMBER_DECODE_ONEBAR=1", "EMBER_DECODE_FP8_REGS=0"),
+    ),
 ]
 
 # switches that are not A/B alternatives (none today)

@@ -55,6 +55,12 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 #ifndef EMBER_DECODE_QK_SPLIT
 #define EMBER_DECODE_QK_SPLIT 0
 #endif
+// EMBER_DECODE_ONEBAR=1 (A/B, session 16, off): one CTA barrier a tile instead of two (the wait
+// for a tile and the refill of the stage the previous tile used both behind it, as FlashAttention-2
+// orders them); the same two tiles in flight while a tile is computed.
+#ifndef EMBER_DECODE_ONEBAR
+#define EMBER_DECODE_ONEBAR 0
+#endif
 
 template <int KVB>
 constexpr int min_blocks() {
@@ -323,13 +329,21 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int pf = tile + kStages - 1;
+    if (EMBER_DECODE_ONEBAR) {
+      // this tile's group landed, then one barrier: it is visible to every warp, and every warp
+      // is done with the previous tile's stage, which the next load refills
+      cp_wait<kStages - 2>();
+      __syncthreads();
+    }
     if (pf < n_tiles) {
       load_tile(pf, pf % kStages);
       if (pf + 1 < n_tiles) fetch_pages(pf + 1);
     }
     cp_commit();
-    cp_wait<kStages - 1>();
-    __syncthreads();
+    if (!EMBER_DECODE_ONEBAR) {
+      cp_wait<kStages - 1>();
+      __syncthreads();
+    }
     if (!q_loaded) {
 #pragma unroll
       for (int k = 0; k < kKS; ++k) {
@@ -487,7 +501,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
         mma<TM>(o[n + 1], pa, b[2], b[3]);
       }
     }
-    __syncthreads();  // the stage is refilled next iteration
+    if (!EMBER_DECODE_ONEBAR) __syncthreads();  // the stage is refilled next iteration
   }
   cp_wait<0>();
   pdl_launch_dependents();
