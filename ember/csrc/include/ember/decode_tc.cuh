@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     // EMBER_DECODE_QK_SPLIT: odd k-steps accumulate apart (sd), so each n-tile is two chains of
     // kKS / 2 dependent MMAs instead of one of kKS
     float sd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    auto& so = EMBER_DECODE_QK_SPLIT ? sd : sc;  // the odd k-steps' accumulators
+    auto& odd = EMBER_DECODE_QK_SPLIT ? sd : sc;  // the odd k-steps' accumulators
     if constexpr (kRegs) {
       // One x4 load: (tokens 0-7, k-steps k, k+1), (tokens 8-15, k, k+1); a 16-byte chunk of a
       // raw fp8 row is one k-step.
@@ -396,9 +396,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 #pragma unroll
         for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
         mma<TM>(sc[0], qa[k], f[0][0], f[0][1]);
-        mma<TM>(so[0], qa[k + 1], f[1][0], f[1][1]);
+        mma<TM>(odd[0], qa[k + 1], f[1][0], f[1][1]);
         mma<TM>(sc[1], qa[k], f[2][0], f[2][1]);
-        mma<TM>(so[1], qa[k + 1], f[3][0], f[3][1]);
+        mma<TM>(odd[1], qa[k + 1], f[3][0], f[3][1]);
       }
     } else {
 #pragma unroll
@@ -407,7 +407,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
         const int r = row0 + (lane / 16) * 8 + lane % 8;
         const int c = 2 * k + (lane / 8) % 2;
         ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
-        auto& acc = k % 2 ? so : sc;
+        auto& acc = k % 2 ? odd : sc;
         mma<TM>(acc[0], qa[k], b[0], b[1]);
         mma<TM>(acc[1], qa[k], b[2], b[3]);
       }
