@@ -26,5 +26,7 @@ step 60 ab && bench base 60 $S
 step 30 ab2 && EMBER_EXTRA_CUDA_FLAGS=$G bench grid16b 30 softmax --backends ember --shapes 128x128256 --dtypes fp32
 step 30 ab2 && bench base2 30 softmax --backends ember --shapes 128x128256 --dtypes fp32
 step 200 qks && EMBER_EXTRA_CUDA_FLAGS="-DEMBER_DECODE_QK_SPLIT=1 -DEMBER_DECODE_ONEBAR=1" tests qks1b 200 tests/ops/test_decode.py -x
-step 180 probe && timeout 180 python3 tools/decode_probe.py --variants base,qks,onebar,qks1b --cases u256,u128,u64,fp8 --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe.txt
+# (g8 cases first: one module a variant; each build is ~10-15 s on the H200 host)
+step 120 probe && timeout 120 python3 tools/decode_probe.py --variants base,qks,onebar,qks1b --cases u256,u128 --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe.txt
+step 90 probe2 && timeout 90 python3 tools/decode_probe.py --variants base,qks1b --cases u64,fp8 --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe2.txt
 echo "== done at ${SECONDS}s"
