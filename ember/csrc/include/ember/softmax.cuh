@@ -153,7 +153,7 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 constexpr int kPersistentMinChunk = 14336;
 constexpr int kPersistentMaxChunk = 16384;
 
-// The loads of a row's chunk into the registers `next`: thread t's packs t, t + kSoftmaxThreads,
+// The loads of a row's chunk into the registers `next`: thread t's packs t, t + kThreads,
 // ... of the first `packs` from `chunk` (16-byte aligned), in flight until stage_chunk uses them.
 template <int kThreads = kSoftmaxThreads, typename T, int kE, int kPacks>
 __device__ __forceinline__ void fetch_chunk(Vec<T, kE> (&next)[kPacks], const T* chunk, int packs,
@@ -165,7 +165,7 @@ __device__ __forceinline__ void fetch_chunk(Vec<T, kE> (&next)[kPacks], const T*
   }
 }
 
-// A row's chunk from the registers `next` (the packs of thread t: t, t + kSoftmaxThreads, ...,
+// A row's chunk from the registers `next` (the packs of thread t: t, t + kThreads, ...,
 // the first `packs` of the chunk) into row_smem as fp32 times `scale`, gathering the thread's
 // online statistics `st` (softmax_persistent_kernel, softmax_grid_kernel).
 template <int kThreads = kSoftmaxThreads, typename T, int kE, int kPacks>
@@ -350,11 +350,11 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
   }
 }
 
-// softmax_persistent_kernel's loop with the cluster exchange replaced: CTA 8g + k takes chunk k
+// softmax_persistent_kernel's loop with the cluster exchange replaced: CTA Cg + k takes chunk k
 // of rows g, g + groups, ...; for each row thread 0 writes the CTA's (max, sum), counts itself in
-// with a release add, waits (acquire) until the row's 8 CTAs have, and combines their pairs. The
-// cooperative launch makes every CTA resident, so the wait ends: the 8 CTAs of a row take the
-// same rows in the same order. The counts start at 0: launch_grid zeroes them with
+// with a release add, waits (acquire) until the row's C = kGridC CTAs have, and combines their
+// pairs. The cooperative launch makes every CTA resident, so the wait ends: the C CTAs of a row
+// take the same rows in the same order. The counts start at 0: launch_grid zeroes them with
 // cudaMemsetAsync before the launch (a CUDA graph captures the memset with the kernel).
 // NOTE: measured (session 15, CUPTI, 128 x 128 256 fp32, same call) against two ways to skip the
 // memset: the kernel zeroing the counts itself behind a split cooperative-grid barrier (arrive
@@ -370,8 +370,8 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
 // chunks in shared memory and staggering them, so that row k's exchange overlapped row k + 1's
 // staging: 50.1 us fp32 / 51.4 bf16 against 40.9 / 37.3. With one row's loads in flight an SM
 // instead of two CTAs' (and bf16 half of fp32's bytes, and slower), what the two CTAs an SM buy
-// here is bytes in flight, not overlap of the exchange: the next design needs more loads in
-// flight (bulk copies two rows ahead into shared memory), not fewer CTAs.
+// here is bytes in flight, not overlap of the exchange. (Session 16 refuted that reading: the
+// bulk kernel, noted below, kept two rows in flight with one CTA an SM and lost too.)
 template <typename T>
 __global__ void __launch_bounds__(kGridThreads, 2 * kSoftmaxThreads / kGridThreads)
     softmax_grid_kernel(SoftmaxParams p) {
