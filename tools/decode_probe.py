@@ -40,6 +40,8 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "qks": "-DEMBER_DECODE_QK_SPLIT=1",
     "onebar": "-DEMBER_DECODE_ONEBAR=1",  # one CTA barrier a tile instead of two
     "qks1b": "-DEMBER_DECODE_QK_SPLIT=1 -DEMBER_DECODE_ONEBAR=1",
+    # a CTA per resident slot walks its units as one stream of tiles (16-bit K/V only)
+    "persist": "-DEMBER_DECODE_PERSIST=1",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

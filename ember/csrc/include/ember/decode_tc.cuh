@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -60,6 +61,9 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 // orders them); the same two tiles in flight while a tile is computed.
 #ifndef EMBER_DECODE_ONEBAR
 #define EMBER_DECODE_ONEBAR 0
+#endif
+#ifndef EMBER_DECODE_PERSIST
+#define EMBER_DECODE_PERSIST 0  // A/B, session 17: decode_tc_persist_kernel below
 #endif
 
 template <int KVB>
@@ -557,6 +561,305 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   }
 }
 
+#if EMBER_DECODE_PERSIST
+// EMBER_DECODE_PERSIST=1 (A/B, session 17, off; 16-bit K/V): one CTA per resident slot and kv
+// head walks units y, y + P, y + 2P, ... (P = gridDim.y) as one stream of tiles: the loads run
+// kStages - 1 tiles ahead across unit boundaries, so the next unit's work row, page table, query
+// block and first tiles are in flight while this one's last tiles and combine run. Session 15-16
+// fits of the probe's times (a + b x tokens a wave): ember's a ~2.7 us a wave against
+// FlashInfer's ~0.2, the same b, so what the default loses is a CTA's start and end (work row
+// -> indptr -> pages -> K/V, four dependent reads, then the combine) in lockstep waves.
+// Each stage holds [query block | K | V]; the query block is written only for a unit's first
+// tile, and a unit's combine reuses the stage of its last tile before that stage is refilled.
+template <int D>
+struct PSmem {
+  static constexpr int kStages = stages<2>();
+  static constexpr int kRowBytes = D * 2;
+  static constexpr int kChunks = kRowBytes / 16;
+  static constexpr int kTileBytes = kTile * kRowBytes;
+  static constexpr int kQBytes = 16 * kRowBytes;
+  static constexpr int kStageBytes = kQBytes + 2 * kTileBytes;
+  static constexpr int kOStride = D + 8;
+  // the combine keeps rows 0..7 (G <= 8: rows G..15 of the query block are zero)
+  static constexpr int kCombineBytes = kWarps * 8 * kOStride * 4 + 2 * kWarps * 8 * 4;
+  static_assert(kCombineBytes <= kStageBytes, "a unit's combine fits in one stage");
+  static constexpr int kBytes = kStages * kStageBytes;
+};
+
+template <typename T, int D, int G>
+__global__ void __launch_bounds__(kWarps * 32, 1) decode_tc_persist_kernel(Params p) {
+  static_assert(G <= 8, "the combine keeps 8 rows");
+  using S = PSmem<D>;
+  constexpr int kNT = D / 8;
+  constexpr int kKS = D / 16;
+  constexpr int kStages = S::kStages;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int kv_head = blockIdx.x;
+  const int step = static_cast<int>(gridDim.y);
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const Unit kNone{-1, 0, 0, -1};
+  auto unit_at = [&](int i) { return i < p.grid ? read_unit(p, i) : kNone; };
+  auto tiles_of = [](const Unit& u) {
+    return u.kv_end > u.kv_start ? (u.kv_end - u.kv_start + kTile - 1) / kTile : 1;
+  };
+  pdl_wait();
+  int cu = blockIdx.y;  // the unit being computed
+  Unit C = unit_at(cu);
+  if (C.req < 0) return;
+  const T* kb = static_cast<const T*>(p.k.base) + kv_head * p.k.head_stride;
+  const T* vb = static_cast<const T*>(p.v.base) + kv_head * p.v.head_stride;
+
+  // Loader: unit L (index lu), tile lt of ln; N is the unit after L, n_off its page-table
+  // offset (read one loader step after N, when N's row has landed).
+  Unit L = C;
+  int lu = cu, lt = 0, ln = tiles_of(L);
+  const int32_t* lpages = p.indices + p.indptr[L.req];
+  Unit N = unit_at(lu + step);
+  int n_off = 0;
+  bool n_pending = true;
+  constexpr int kRowStep = kWarps * 32 / S::kChunks;
+  constexpr int kRowsPerThread = kTile / kRowStep;
+  static_assert(kTile % kRowStep == 0, "tile rows split evenly over the threads");
+  const int r0 = tid / S::kChunks, cc = tid % S::kChunks;
+  const int shift = p.page_shift;
+  auto page_of = [&](int t) { return shift >= 0 ? t >> shift : t / p.page_size; };
+  int32_t pg[kRowsPerThread];
+  auto fetch_pages = [&]() {  // the pages of the loader's next tile
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const int t = L.kv_start + lt * kTile + r0 + j * kRowStep;
+      pg[j] = t < L.kv_end ? lpages[page_of(t)] : 0;
+    }
+  };
+  auto resolve_next = [&]() {
+    if (n_pending) {
+      n_off = N.req >= 0 ? p.indptr[N.req] : 0;
+      n_pending = false;
+    }
+  };
+  // Issues the loader's tile into `stage` (and the query block on a unit's first tile), then
+  // moves the loader on.
+  auto load_next = [&](int stage) {
+    unsigned char* qs = smem + stage * S::kStageBytes;
+    unsigned char* ks = qs + S::kQBytes;
+    unsigned char* vs = ks + S::kTileBytes;
+    if (lt == 0) {
+      for (int i = tid; i < 16 * S::kChunks; i += kWarps * 32) {
+        const int r = i / S::kChunks, c = i % S::kChunks;
+        const T* src = static_cast<const T*>(p.q) + L.req * p.q_stride_b +
+                       (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
+        cp_async16(smem_u32(qs + swz<D>(r, c)), src, r < G);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const int r = r0 + j * kRowStep;
+      const int t = L.kv_start + lt * kTile + r;
+      const bool valid = t < L.kv_end;
+      const int s = valid ? t - page_of(t) * p.page_size : 0;
+      const int64_t page = pg[j];
+      cp_async16(smem_u32(ks + swz<D>(r, cc)), kb + page * p.k.page_stride + s * p.k.slot_stride + cc * 8,
+                 valid);
+      cp_async16(smem_u32(vs + swz<D>(r, cc)), vb + page * p.v.page_stride + s * p.v.slot_stride + cc * 8,
+                 valid);
+    }
+    if (lt + 1 == ln) resolve_next();  // normally done a tile earlier, in the main loop
+    if (++lt == ln) {
+      lu += step;
+      L = N;
+      lt = 0;
+      if (L.req >= 0) {
+        lpages = p.indices + n_off;
+        ln = tiles_of(L);
+        N = unit_at(lu + step);
+        n_pending = true;
+      }
+    }
+    if (L.req >= 0) fetch_pages();
+  };
+
+  fetch_pages();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (L.req >= 0) load_next(s);
+    cp_commit();
+  }
+  int li = kStages - 1;  // the stage the loader fills next (mod kStages)
+
+  const float scale = p.soft_cap > 0.f ? p.sm_scale : p.sm_scale * kLog2e;
+  const float k_scale = p.k_scale;
+  const float v_scale = p.v_scale;
+  float m[2], l[2];
+  float o[kNT][4];
+  uint32_t qa[kKS][4];
+  int ct = 0, cn = tiles_of(C);
+  Unit CN = unit_at(cu + step);  // the compute side's next unit
+  for (int ci = 0;; ++ci) {
+    if (L.req >= 0) load_next(li % kStages);
+    ++li;
+    cp_commit();
+    cp_wait<kStages - 1>();
+    __syncthreads();
+    resolve_next();  // N's row was requested at least one tile ago
+    unsigned char* st = smem + (ci % kStages) * S::kStageBytes;
+    if (ct == 0) {
+#pragma unroll
+      for (int k = 0; k < kKS; ++k) {
+        const int r = lane % 16, c = 2 * k + lane / 16;
+        ldsm_x4(smem_u32(st + swz<D>(r, c)), qa[k]);
+      }
+      m[0] = m[1] = -INFINITY;
+      l[0] = l[1] = 0.f;
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    }
+    const unsigned char* ks = st + S::kQBytes;
+    const unsigned char* vs = ks + S::kTileBytes;
+    const int row0 = warp * 16;
+    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int k = 0; k < kKS; ++k) {
+      uint32_t b[4];
+      const int r = row0 + (lane / 16) * 8 + lane % 8;
+      const int c = 2 * k + (lane / 8) % 2;
+      ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
+      mma<T>(sc[0], qa[k], b[0], b[1]);
+      mma<T>(sc[1], qa[k], b[2], b[3]);
+    }
+    const int tok0 = C.kv_start + ct * kTile + row0 + (lane % 4) * 2;
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float x = sc[n][j] * scale * k_scale;
+        if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap) * kLog2e;
+        const int t = tok0 + n * 8 + (j & 1);
+        x = t < C.kv_end ? x : -INFINITY;
+        sc[n][j] = x;
+        mx[j / 2] = fmaxf(mx[j / 2], x);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      corr[h] = mx[h] == -INFINITY ? 1.f : exp2f(m[h] - mx[h]);
+      m[h] = mx[h];
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float e = m[j / 2] == -INFINITY ? 0.f : exp2f(sc[n][j] - m[j / 2]);
+        sc[n][j] = e;
+        rs[j / 2] += e;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 1);
+      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);
+      l[h] = l[h] * corr[h] + rs[h];
+    }
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+    uint32_t pa[4];
+    pa[0] = pack2<T>(sc[0][0], sc[0][1]);
+    pa[1] = pack2<T>(sc[0][2], sc[0][3]);
+    pa[2] = pack2<T>(sc[1][0], sc[1][1]);
+    pa[3] = pack2<T>(sc[1][2], sc[1][3]);
+#pragma unroll
+    for (int n = 0; n < kNT; n += 2) {
+      uint32_t b[4];
+      const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
+      const int c = n + lane / 16;
+      ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
+      mma<T>(o[n], pa, b[0], b[1]);
+      mma<T>(o[n + 1], pa, b[2], b[3]);
+    }
+    __syncthreads();  // every warp is done with this stage
+    if (++ct < cn) continue;
+
+    // The unit's last tile: combine the warps through this stage (refilled next iteration).
+    float* so = reinterpret_cast<float*>(st);  // [warps][8][kOStride]
+    float* sm = so + kWarps * 8 * S::kOStride;  // [warps][8]
+    float* sl = sm + kWarps * 8;                // [warps][8]
+    {
+      const int r = lane / 4;  // rows 8..15 (h = 1) are the zero query rows
+      if (lane % 4 == 0) {
+        sm[warp * 8 + r] = m[0];
+        sl[warp * 8 + r] = l[0];
+      }
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) {
+        const int d = n * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(so + (warp * 8 + r) * S::kOStride + d) =
+            make_float2(o[n][0], o[n][1]);
+      }
+    }
+    __syncthreads();
+    for (int idx = tid; idx < G * D; idx += kWarps * 32) {
+      const int g = idx / D;
+      const int d = idx % D;
+      float mxg = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) mxg = fmaxf(mxg, sm[k * 8 + g]);
+      float sum = 0.f, acc = 0.f;
+      if (mxg != -INFINITY) {
+#pragma unroll
+        for (int k = 0; k < kWarps; ++k) {
+          const float c = exp2f(sm[k * 8 + g] - mxg);
+          sum += sl[k * 8 + g] * c;
+          acc += so[(k * 8 + g) * S::kOStride + d] * c;
+        }
+      }
+      const float out = sum > 0.f ? acc * v_scale / sum : 0.f;
+      const float lse = sum > 0.f ? (mxg + log2f(sum)) * kLn2 : -INFINITY;
+      write_result<T, D>(p, C.req, C.slot, kv_head * G + g, d, out, lse);
+    }
+    cu += step;
+    C = CN;
+    if (C.req < 0) break;
+    __syncthreads();  // the combine's reads are done before the stage is refilled
+    CN = unit_at(cu + step);
+    ct = 0;
+    cn = tiles_of(C);
+  }
+  cp_wait<0>();
+  pdl_launch_dependents();
+}
+
+// Resident CTAs per SM of the persistent kernel and the device's SMs (looked up once).
+template <typename T, int D, int G>
+int persist_slots(int device) {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return 0;
+  if (cached[device] == 0) {
+    int n = 0, sms = 0;
+    if (allow_dynamic_smem<decode_tc_persist_kernel<T, D, G>>(PSmem<D>::kBytes) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_tc_persist_kernel<T, D, G>,
+                                                      kWarps * 32, PSmem<D>::kBytes) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();
+      n = sms = 0;
+    }
+    cached[device] = n * sms > 0 ? n * sms : -1;
+  }
+  return cached[device];
+}
+#endif  // EMBER_DECODE_PERSIST
+
 // Opt-in shared memory per block on `device` (looked up once): the 16-bit d128 kernel needs
 // 100 KiB, more than sm_86/sm_89/sm_120 allow (99 KiB), where the CUDA-core kernel runs instead.
 inline int max_smem_optin(int device) {
@@ -594,6 +897,20 @@ template <typename T, typename TKV, int D, int G>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
   if (max_smem_optin(p.device) < kSmem) return decode::launch<T, TKV, D, G>(p, stream);
+#if EMBER_DECODE_PERSIST
+  if constexpr (std::is_same_v<T, TKV>) {
+    if (p.grid > 0) {
+      const int slots = persist_slots<T, D, G>(p.device);
+      if (slots <= 0) return cudaErrorInvalidConfiguration;
+      const int rows = std::min(p.grid, std::max(1, slots / p.kv_heads));
+      const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(rows));
+      const cudaError_t err = launch_kernel<decode_tc_persist_kernel<T, D, G>>(
+          grid, dim3(kWarps * 32), PSmem<D>::kBytes, stream, p.pdl, p.device, p);
+      if (err != cudaSuccess) return err;
+    }
+    return launch_merge<T, D>(p, stream);
+  }
+#endif
   if (p.grid > 0) {
     const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
     const cudaError_t err = launch_kernel<decode_tc_kernel<T, TKV, D, G>>(
