@@ -39,7 +39,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_GROUPED=0",)),
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=0",)),
     (paged_spec, ("EMBER_MERGE_VEC=0",)),
-    (lambda: sampling_spec("fp32"), ("EMBER_FILTER_STREAM=0", "EMBER_SOFTMAX_GRID_C=16")),
+    (lambda: sampling_spec("fp32"), ("EMBER_FILTER_STREAM=0",)),
     (
         lambda: sampling_spec("fp32"),
         (
@@ -85,18 +85,9 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         lambda: decode_spec("bf16", "e4m3", 128, 4),
         ("EMBER_DECODE_FP8_REGS=0", "EMBER_DECODE_STAGES8=3", "EMBER_DECODE_TC=0"),
     ),
-    (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_STAGES16=2",)),
     (
-        lambda: decode_spec("bf16", "bf16", 128, 8),
-        ("EMBER_DECODE_QK_SPLIT=1", "EMBER_DECODE_ONEBAR=1"),
-    ),
-    (
-        lambda: decode_spec("bf16", "e4m3", 128, 4),
-        ("EMBER_DECODE_QK_SPLIT=1", "EMBER_DECODE_ONEBAR=1"),
-    ),
-    (
-        lambda: decode_spec("bf16", "e4m3", 128, 4),
-        ("EMBER_DECODE_ONEBAR=1", "EMBER_DECODE_FP8_REGS=0"),
+        lambda: decode_spec("bf16", "bf16", 128, 4),
+        ("EMBER_DECODE_STAGES16=2", "EMBER_DECODE_PG_LEAD=3", "EMBER_DECODE_COMBINE2=1"),
     ),
 ]
 

@@ -14,7 +14,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -49,22 +48,24 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 // Resident CTAs per SM the register allocation must allow: 16-bit K/V use 100 KB of shared
 // memory (2 per SM whatever the registers); the register fp8 path uses 64 KB, so 3 fit when the
 // registers do (<= 168 per thread). EMBER_DECODE_MINB overrides both (A/B probes).
-// EMBER_DECODE_QK_SPLIT=1 (A/B, session 16, off): two accumulators an n-tile for S = Q K^T.
-// ncu at 256 x 1024 64/8: 1.58 of this kernel's 4.61 cycles an issued instruction are
-// fixed-latency waits (FlashInfer's: 0.88 of 8.65), and each n-tile's 8 k-steps are one
-// dependent MMA chain, with 2 n-tiles a warp (16 tokens) where FlashInfer's 32 tokens give 4.
-#ifndef EMBER_DECODE_QK_SPLIT
-#define EMBER_DECODE_QK_SPLIT 0
+// EMBER_DECODE_PG_LEAD (A/B, session 17; 1 the default): how many tiles ahead a thread reads
+// its rows' page numbers. ncu's samples an instruction at 256 x 1024 and 128 x 2048 (session
+// 17): 6 % of all warp samples wait on one read of the page table, issued a tile earlier — under
+// this load a global read takes longer than a tile's compute. 2 or 3 hold as many tiles' pages
+// in registers (8 a tile) and read the prologue's tiles' pages all at once.
+#ifndef EMBER_DECODE_PG_LEAD
+#define EMBER_DECODE_PG_LEAD 1
 #endif
-// EMBER_DECODE_ONEBAR=1 (A/B, session 16, off): one CTA barrier a tile instead of two (the wait
-// for a tile and the refill of the stage the previous tile used both behind it, as FlashAttention-2
-// orders them); the same two tiles in flight while a tile is computed.
-#ifndef EMBER_DECODE_ONEBAR
-#define EMBER_DECODE_ONEBAR 0
+// EMBER_DECODE_COMBINE2=1 (A/B, session 17, off): the warps' combine with a thread per 8
+// output elements of one row (its row's max, sum and 1 / sum once, 16-byte loads and stores, the
+// LSE by the row's first thread) instead of a thread per element recomputing its row's max, sum,
+// division and log2 for each: 8.3 % of the warp samples at 256 x 1024 64/8 (G = 8: 8 rounds of a
+// ~150-cycle dependent chain a CTA), 4.7 % at 128 x 2048.
+#ifndef EMBER_DECODE_COMBINE2
+#define EMBER_DECODE_COMBINE2 0
 #endif
-#ifndef EMBER_DECODE_PERSIST
-#define EMBER_DECODE_PERSIST 0  // A/B, session 17: decode_tc_persist_kernel below
-#endif
+constexpr int kPgLead = EMBER_DECODE_PG_LEAD;
+static_assert(kPgLead >= 1 && kPgLead <= 4, "EMBER_DECODE_PG_LEAD: 1-4 tiles");
 
 template <int KVB>
 constexpr int min_blocks() {
@@ -254,6 +255,12 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       return swz<D>(r, c);
     }
   };
+  // NOTE: measured (session 17, probe, graph replay): four independent Q K^T MMA chains a warp
+  // instead of two (odd k-steps in their own accumulators), one CTA barrier a tile instead of two,
+  // and both: 256 x 1024 64/8 277.1 / 277.1 / 277.5 / 277.3 us, 128 x 2048 133.1-133.2 either way.
+  // A persistent form (a CTA per resident slot walking its units as one stream of tiles, the
+  // next unit's row, pages, query and first tiles in flight during this one's combine) measured
+  // 280.3 against 280.2. Removed; notes/decode.md, "Session 17".
   // NOTE: measured (session 16): two adjacent chunks a thread with the in-page offset in 32
   // bits cut the tile loop 1 021 -> 831 instructions (bf16 d128 g8) and 213 -> 196 registers,
   // and changed no case's time (256 x 1024 64/8 277.3 -> 277.5 us): this loop is not
@@ -271,10 +278,17 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const int t = kv_start + tile * kTile + r0 + j * kRowStep;
     return t < kv_end ? t : kv_start;  // rows past the unit read a valid row, zero-filled
   };
-  int32_t pg[kRowsPerThread];
-  auto fetch_pages = [&](int tile) {
+  int32_t pg[kPgLead][kRowsPerThread];  // pg[i]: the pages of the i-th tile not yet loaded
+  auto fetch_pages = [&](int tile, int ahead) {
 #pragma unroll
-    for (int j = 0; j < kRowsPerThread; ++j) pg[j] = pages[page_of(row_token(tile, j))];
+    for (int j = 0; j < kRowsPerThread; ++j) pg[ahead][j] = pages[page_of(row_token(tile, j))];
+  };
+  auto shift_pages = [&]() {
+#pragma unroll
+    for (int i = 0; i + 1 < kPgLead; ++i) {
+#pragma unroll
+      for (int j = 0; j < kRowsPerThread; ++j) pg[i][j] = pg[i + 1][j];
+    }
   };
   auto load_tile = [&](int tile, int stage) {
     unsigned char* ks = pipe + stage * S::kStageBytes;
@@ -285,22 +299,26 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       const bool valid = kv_start + tile * kTile + r < kv_end;
       const int tt = row_token(tile, j);
       const int s = tt - page_of(tt) * p.page_size;
-      const int64_t page = pg[j];
+      const int64_t page = pg[0][j];
       cp_async16(smem_u32(ks + kv_off(r, cc)),
                  kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk, valid);
       cp_async16(smem_u32(vs + kv_off(r, cc)),
                  vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk, valid);
     }
+    shift_pages();
   };
+#pragma unroll
+  for (int i = 0; i < kPgLead; ++i) {
+    if (i < n_tiles) fetch_pages(i, i);
+  }
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_tiles) {
-      fetch_pages(s);
       load_tile(s, s);
+      if (s + kPgLead < n_tiles) fetch_pages(s + kPgLead, kPgLead - 1);
     }
     cp_commit();  // NOTE: the first group also carries the query block
   }
-  if (kStages - 1 < n_tiles) fetch_pages(kStages - 1);
 
   const float scale = p.soft_cap > 0.f ? p.sm_scale : p.sm_scale * kLog2e;
   float m[2] = {-INFINITY, -INFINITY};
@@ -333,21 +351,13 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int pf = tile + kStages - 1;
-    if (EMBER_DECODE_ONEBAR) {
-      // this tile's group landed, then one barrier: it is visible to every warp, and every warp
-      // is done with the previous tile's stage, which the next load refills
-      cp_wait<kStages - 2>();
-      __syncthreads();
-    }
     if (pf < n_tiles) {
       load_tile(pf, pf % kStages);
-      if (pf + 1 < n_tiles) fetch_pages(pf + 1);
+      if (pf + kPgLead < n_tiles) fetch_pages(pf + kPgLead, kPgLead - 1);
     }
     cp_commit();
-    if (!EMBER_DECODE_ONEBAR) {
-      cp_wait<kStages - 1>();
-      __syncthreads();
-    }
+    cp_wait<kStages - 1>();
+    __syncthreads();
     if (!q_loaded) {
 #pragma unroll
       for (int k = 0; k < kKS; ++k) {
@@ -383,10 +393,6 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const int row0 = warp * 16;  // this warp's 16 tokens in the tile
     // S = Q K^T: two n-tiles of 8 tokens.
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    // EMBER_DECODE_QK_SPLIT: odd k-steps accumulate apart (sd), so each n-tile is two chains of
-    // kKS / 2 dependent MMAs instead of one of kKS
-    float sd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    auto& odd = EMBER_DECODE_QK_SPLIT ? sd : sc;  // the odd k-steps' accumulators
     if constexpr (kRegs) {
       // One x4 load: (tokens 0-7, k-steps k, k+1), (tokens 8-15, k, k+1); a 16-byte chunk of a
       // raw fp8 row is one k-step.
@@ -400,9 +406,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 #pragma unroll
         for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
         mma<TM>(sc[0], qa[k], f[0][0], f[0][1]);
-        mma<TM>(odd[0], qa[k + 1], f[1][0], f[1][1]);
+        mma<TM>(sc[0], qa[k + 1], f[1][0], f[1][1]);
         mma<TM>(sc[1], qa[k], f[2][0], f[2][1]);
-        mma<TM>(odd[1], qa[k + 1], f[3][0], f[3][1]);
+        mma<TM>(sc[1], qa[k + 1], f[3][0], f[3][1]);
       }
     } else {
 #pragma unroll
@@ -411,16 +417,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
         const int r = row0 + (lane / 16) * 8 + lane % 8;
         const int c = 2 * k + (lane / 8) % 2;
         ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
-        auto& acc = k % 2 ? odd : sc;
-        mma<TM>(acc[0], qa[k], b[0], b[1]);
-        mma<TM>(acc[1], qa[k], b[2], b[3]);
-      }
-    }
-    if (EMBER_DECODE_QK_SPLIT) {
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) sc[n][j] += sd[n][j];
+        mma<TM>(sc[0], qa[k], b[0], b[1]);
+        mma<TM>(sc[1], qa[k], b[2], b[3]);
       }
     }
     // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
@@ -505,7 +503,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
         mma<TM>(o[n + 1], pa, b[2], b[3]);
       }
     }
-    if (!EMBER_DECODE_ONEBAR) __syncthreads();  // the stage is refilled next iteration
+    __syncthreads();  // the stage is refilled next iteration
   }
   cp_wait<0>();
   pdl_launch_dependents();
@@ -540,6 +538,62 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     }
   }
   __syncthreads();
+#if EMBER_DECODE_COMBINE2
+  constexpr int kCpr = D / 8;  // 8-element chunks a row
+  for (int idx = tid; idx < G * kCpr; idx += kWarps * 32) {
+    const int g = idx / kCpr;
+    const int d0 = (idx % kCpr) * 8;
+    float mw[kWarps];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) {
+      mw[k] = sm[k * 16 + g];
+      mx = fmaxf(mx, mw[k]);
+    }
+    float sum = 0.f;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) {
+        const float c = exp2f(mw[k] - mx);
+        sum += sl[k * 16 + g] * c;
+        const float* src = so + (k * 16 + g) * S::kOStride + d0;
+        const float4 a = *reinterpret_cast<const float4*>(src);
+        const float4 b = *reinterpret_cast<const float4*>(src + 4);
+        acc[0] += a.x * c;
+        acc[1] += a.y * c;
+        acc[2] += a.z * c;
+        acc[3] += a.w * c;
+        acc[4] += b.x * c;
+        acc[5] += b.y * c;
+        acc[6] += b.z * c;
+        acc[7] += b.w * c;
+      }
+    }
+    const float inv = sum > 0.f ? v_scale / sum : 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] *= inv;
+    const int h = kv_head * G + g;
+    if (slot < 0) {
+      T* orow = static_cast<T*>(p.out) + req * p.o_stride_b + h * p.o_stride_h + d0;
+      *reinterpret_cast<uint4*>(orow) =
+          make_uint4(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]),
+                     pack2<T>(acc[4], acc[5]), pack2<T>(acc[6], acc[7]));
+    } else {
+      float* prow = p.partial_o + (static_cast<int64_t>(slot) * p.qo_heads + h) * D + d0;
+      *reinterpret_cast<float4*>(prow) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      *reinterpret_cast<float4*>(prow + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    }
+    if (d0 == 0) {
+      const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
+      if (slot >= 0) {
+        p.partial_lse[static_cast<int64_t>(slot) * p.qo_heads + h] = lse;
+      } else if (p.lse != nullptr) {
+        p.lse[static_cast<int64_t>(req) * p.qo_heads + h] = lse;
+      }
+    }
+  }
+#else
   for (int idx = tid; idx < G * D; idx += kWarps * 32) {
     const int g = idx / D;
     const int d = idx % D;
@@ -559,306 +613,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
     write_result<T, D>(p, req, slot, kv_head * G + g, d, out, lse);
   }
+#endif
 }
-
-#if EMBER_DECODE_PERSIST
-// EMBER_DECODE_PERSIST=1 (A/B, session 17, off; 16-bit K/V): one CTA per resident slot and kv
-// head walks units y, y + P, y + 2P, ... (P = gridDim.y) as one stream of tiles: the loads run
-// kStages - 1 tiles ahead across unit boundaries, so the next unit's work row, page table, query
-// block and first tiles are in flight while this one's last tiles and combine run. Session 15-16
-// fits of the probe's times (a + b x tokens a wave): ember's a ~2.7 us a wave against
-// FlashInfer's ~0.2, the same b, so what the default loses is a CTA's start and end (work row
-// -> indptr -> pages -> K/V, four dependent reads, then the combine) in lockstep waves.
-// Each stage holds [query block | K | V]; the query block is written only for a unit's first
-// tile, and a unit's combine reuses the stage of its last tile before that stage is refilled.
-template <int D>
-struct PSmem {
-  static constexpr int kStages = stages<2>();
-  static constexpr int kRowBytes = D * 2;
-  static constexpr int kChunks = kRowBytes / 16;
-  static constexpr int kTileBytes = kTile * kRowBytes;
-  static constexpr int kQBytes = 16 * kRowBytes;
-  static constexpr int kStageBytes = kQBytes + 2 * kTileBytes;
-  static constexpr int kOStride = D + 8;
-  // the combine keeps rows 0..7 (G <= 8: rows G..15 of the query block are zero)
-  static constexpr int kCombineBytes = kWarps * 8 * kOStride * 4 + 2 * kWarps * 8 * 4;
-  static_assert(kCombineBytes <= kStageBytes, "a unit's combine fits in one stage");
-  static constexpr int kBytes = kStages * kStageBytes;
-};
-
-template <typename T, int D, int G>
-__global__ void __launch_bounds__(kWarps * 32, 1) decode_tc_persist_kernel(Params p) {
-  static_assert(G <= 8, "the combine keeps 8 rows");
-  using S = PSmem<D>;
-  constexpr int kNT = D / 8;
-  constexpr int kKS = D / 16;
-  constexpr int kStages = S::kStages;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int kv_head = blockIdx.x;
-  const int step = static_cast<int>(gridDim.y);
-  const int tid = threadIdx.x;
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const Unit kNone{-1, 0, 0, -1};
-  auto unit_at = [&](int i) { return i < p.grid ? read_unit(p, i) : kNone; };
-  auto tiles_of = [](const Unit& u) {
-    return u.kv_end > u.kv_start ? (u.kv_end - u.kv_start + kTile - 1) / kTile : 1;
-  };
-  pdl_wait();
-  int cu = blockIdx.y;  // the unit being computed
-  Unit C = unit_at(cu);
-  if (C.req < 0) return;
-  const T* kb = static_cast<const T*>(p.k.base) + kv_head * p.k.head_stride;
-  const T* vb = static_cast<const T*>(p.v.base) + kv_head * p.v.head_stride;
-
-  // Loader: unit L (index lu), tile lt of ln; N is the unit after L, n_off its page-table
-  // offset (read one loader step after N, when N's row has landed).
-  Unit L = C;
-  int lu = cu, lt = 0, ln = tiles_of(L);
-  const int32_t* lpages = p.indices + p.indptr[L.req];
-  Unit N = unit_at(lu + step);
-  int n_off = 0;
-  bool n_pending = true;
-  constexpr int kRowStep = kWarps * 32 / S::kChunks;
-  constexpr int kRowsPerThread = kTile / kRowStep;
-  static_assert(kTile % kRowStep == 0, "tile rows split evenly over the threads");
-  const int r0 = tid / S::kChunks, cc = tid % S::kChunks;
-  const int shift = p.page_shift;
-  auto page_of = [&](int t) { return shift >= 0 ? t >> shift : t / p.page_size; };
-  int32_t pg[kRowsPerThread];
-  auto fetch_pages = [&]() {  // the pages of the loader's next tile
-#pragma unroll
-    for (int j = 0; j < kRowsPerThread; ++j) {
-      const int t = L.kv_start + lt * kTile + r0 + j * kRowStep;
-      pg[j] = t < L.kv_end ? lpages[page_of(t)] : 0;
-    }
-  };
-  auto resolve_next = [&]() {
-    if (n_pending) {
-      n_off = N.req >= 0 ? p.indptr[N.req] : 0;
-      n_pending = false;
-    }
-  };
-  // Issues the loader's tile into `stage` (and the query block on a unit's first tile), then
-  // moves the loader on.
-  auto load_next = [&](int stage) {
-    unsigned char* qs = smem + stage * S::kStageBytes;
-    unsigned char* ks = qs + S::kQBytes;
-    unsigned char* vs = ks + S::kTileBytes;
-    if (lt == 0) {
-      for (int i = tid; i < 16 * S::kChunks; i += kWarps * 32) {
-        const int r = i / S::kChunks, c = i % S::kChunks;
-        const T* src = static_cast<const T*>(p.q) + L.req * p.q_stride_b +
-                       (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
-        cp_async16(smem_u32(qs + swz<D>(r, c)), src, r < G);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kRowsPerThread; ++j) {
-      const int r = r0 + j * kRowStep;
-      const int t = L.kv_start + lt * kTile + r;
-      const bool valid = t < L.kv_end;
-      const int s = valid ? t - page_of(t) * p.page_size : 0;
-      const int64_t page = pg[j];
-      cp_async16(smem_u32(ks + swz<D>(r, cc)), kb + page * p.k.page_stride + s * p.k.slot_stride + cc * 8,
-                 valid);
-      cp_async16(smem_u32(vs + swz<D>(r, cc)), vb + page * p.v.page_stride + s * p.v.slot_stride + cc * 8,
-                 valid);
-    }
-    if (lt + 1 == ln) resolve_next();  // normally done a tile earlier, in the main loop
-    if (++lt == ln) {
-      lu += step;
-      L = N;
-      lt = 0;
-      if (L.req >= 0) {
-        lpages = p.indices + n_off;
-        ln = tiles_of(L);
-        N = unit_at(lu + step);
-        n_pending = true;
-      }
-    }
-    if (L.req >= 0) fetch_pages();
-  };
-
-  fetch_pages();
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (L.req >= 0) load_next(s);
-    cp_commit();
-  }
-  int li = kStages - 1;  // the stage the loader fills next (mod kStages)
-
-  const float scale = p.soft_cap > 0.f ? p.sm_scale : p.sm_scale * kLog2e;
-  const float k_scale = p.k_scale;
-  const float v_scale = p.v_scale;
-  float m[2], l[2];
-  float o[kNT][4];
-  uint32_t qa[kKS][4];
-  int ct = 0, cn = tiles_of(C);
-  Unit CN = unit_at(cu + step);  // the compute side's next unit
-  for (int ci = 0;; ++ci) {
-    if (L.req >= 0) load_next(li % kStages);
-    ++li;
-    cp_commit();
-    cp_wait<kStages - 1>();
-    __syncthreads();
-    resolve_next();  // N's row was requested at least one tile ago
-    unsigned char* st = smem + (ci % kStages) * S::kStageBytes;
-    if (ct == 0) {
-#pragma unroll
-      for (int k = 0; k < kKS; ++k) {
-        const int r = lane % 16, c = 2 * k + lane / 16;
-        ldsm_x4(smem_u32(st + swz<D>(r, c)), qa[k]);
-      }
-      m[0] = m[1] = -INFINITY;
-      l[0] = l[1] = 0.f;
-#pragma unroll
-      for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    }
-    const unsigned char* ks = st + S::kQBytes;
-    const unsigned char* vs = ks + S::kTileBytes;
-    const int row0 = warp * 16;
-    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int k = 0; k < kKS; ++k) {
-      uint32_t b[4];
-      const int r = row0 + (lane / 16) * 8 + lane % 8;
-      const int c = 2 * k + (lane / 8) % 2;
-      ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
-      mma<T>(sc[0], qa[k], b[0], b[1]);
-      mma<T>(sc[1], qa[k], b[2], b[3]);
-    }
-    const int tok0 = C.kv_start + ct * kTile + row0 + (lane % 4) * 2;
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float x = sc[n][j] * scale * k_scale;
-        if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap) * kLog2e;
-        const int t = tok0 + n * 8 + (j & 1);
-        x = t < C.kv_end ? x : -INFINITY;
-        sc[n][j] = x;
-        mx[j / 2] = fmaxf(mx[j / 2], x);
-      }
-    }
-    float corr[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      corr[h] = mx[h] == -INFINITY ? 1.f : exp2f(m[h] - mx[h]);
-      m[h] = mx[h];
-    }
-    float rs[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float e = m[j / 2] == -INFINITY ? 0.f : exp2f(sc[n][j] - m[j / 2]);
-        sc[n][j] = e;
-        rs[j / 2] += e;
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 1);
-      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);
-      l[h] = l[h] * corr[h] + rs[h];
-    }
-#pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
-    }
-    uint32_t pa[4];
-    pa[0] = pack2<T>(sc[0][0], sc[0][1]);
-    pa[1] = pack2<T>(sc[0][2], sc[0][3]);
-    pa[2] = pack2<T>(sc[1][0], sc[1][1]);
-    pa[3] = pack2<T>(sc[1][2], sc[1][3]);
-#pragma unroll
-    for (int n = 0; n < kNT; n += 2) {
-      uint32_t b[4];
-      const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
-      const int c = n + lane / 16;
-      ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
-      mma<T>(o[n], pa, b[0], b[1]);
-      mma<T>(o[n + 1], pa, b[2], b[3]);
-    }
-    __syncthreads();  // every warp is done with this stage
-    if (++ct < cn) continue;
-
-    // The unit's last tile: combine the warps through this stage (refilled next iteration).
-    float* so = reinterpret_cast<float*>(st);  // [warps][8][kOStride]
-    float* sm = so + kWarps * 8 * S::kOStride;  // [warps][8]
-    float* sl = sm + kWarps * 8;                // [warps][8]
-    {
-      const int r = lane / 4;  // rows 8..15 (h = 1) are the zero query rows
-      if (lane % 4 == 0) {
-        sm[warp * 8 + r] = m[0];
-        sl[warp * 8 + r] = l[0];
-      }
-#pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        const int d = n * 8 + (lane % 4) * 2;
-        *reinterpret_cast<float2*>(so + (warp * 8 + r) * S::kOStride + d) =
-            make_float2(o[n][0], o[n][1]);
-      }
-    }
-    __syncthreads();
-    for (int idx = tid; idx < G * D; idx += kWarps * 32) {
-      const int g = idx / D;
-      const int d = idx % D;
-      float mxg = -INFINITY;
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) mxg = fmaxf(mxg, sm[k * 8 + g]);
-      float sum = 0.f, acc = 0.f;
-      if (mxg != -INFINITY) {
-#pragma unroll
-        for (int k = 0; k < kWarps; ++k) {
-          const float c = exp2f(sm[k * 8 + g] - mxg);
-          sum += sl[k * 8 + g] * c;
-          acc += so[(k * 8 + g) * S::kOStride + d] * c;
-        }
-      }
-      const float out = sum > 0.f ? acc * v_scale / sum : 0.f;
-      const float lse = sum > 0.f ? (mxg + log2f(sum)) * kLn2 : -INFINITY;
-      write_result<T, D>(p, C.req, C.slot, kv_head * G + g, d, out, lse);
-    }
-    cu += step;
-    C = CN;
-    if (C.req < 0) break;
-    __syncthreads();  // the combine's reads are done before the stage is refilled
-    CN = unit_at(cu + step);
-    ct = 0;
-    cn = tiles_of(C);
-  }
-  cp_wait<0>();
-  pdl_launch_dependents();
-}
-
-// Resident CTAs per SM of the persistent kernel and the device's SMs (looked up once).
-template <typename T, int D, int G>
-int persist_slots(int device) {
-  constexpr int kMaxDevices = 64;
-  static int cached[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) return 0;
-  if (cached[device] == 0) {
-    int n = 0, sms = 0;
-    if (allow_dynamic_smem<decode_tc_persist_kernel<T, D, G>>(PSmem<D>::kBytes) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_tc_persist_kernel<T, D, G>,
-                                                      kWarps * 32, PSmem<D>::kBytes) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      cudaGetLastError();
-      n = sms = 0;
-    }
-    cached[device] = n * sms > 0 ? n * sms : -1;
-  }
-  return cached[device];
-}
-#endif  // EMBER_DECODE_PERSIST
 
 // Opt-in shared memory per block on `device` (looked up once): the 16-bit d128 kernel needs
 // 100 KiB, more than sm_86/sm_89/sm_120 allow (99 KiB), where the CUDA-core kernel runs instead.
@@ -897,20 +653,6 @@ template <typename T, typename TKV, int D, int G>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
   if (max_smem_optin(p.device) < kSmem) return decode::launch<T, TKV, D, G>(p, stream);
-#if EMBER_DECODE_PERSIST
-  if constexpr (std::is_same_v<T, TKV>) {
-    if (p.grid > 0) {
-      const int slots = persist_slots<T, D, G>(p.device);
-      if (slots <= 0) return cudaErrorInvalidConfiguration;
-      const int rows = std::min(p.grid, std::max(1, slots / p.kv_heads));
-      const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(rows));
-      const cudaError_t err = launch_kernel<decode_tc_persist_kernel<T, D, G>>(
-          grid, dim3(kWarps * 32), PSmem<D>::kBytes, stream, p.pdl, p.device, p);
-      if (err != cudaSuccess) return err;
-    }
-    return launch_merge<T, D>(p, stream);
-  }
-#endif
   if (p.grid > 0) {
     const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
     const cudaError_t err = launch_kernel<decode_tc_kernel<T, TKV, D, G>>(

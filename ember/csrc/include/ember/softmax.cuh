@@ -96,10 +96,9 @@ __device__ __forceinline__ float2 online_normalizer(cooperative_groups::cluster_
 // with 256-byte L2 fetches 41.63 — no cache hint helps this stream.
 // The store pass over a CTA's chunk: 2^(x - base) * inv for the online form, else x * inv (the
 // chunk already holds exp(x - max)).
-template <int kThreads = kSoftmaxThreads>
 __device__ __forceinline__ void store_probs(float* out, const float* row_smem, int n, float base,
                                             float inv) {
-  for (int i = threadIdx.x; i < n; i += kThreads) {
+  for (int i = threadIdx.x; i < n; i += kSoftmaxThreads) {
     out[i] = EMBER_SOFTMAX_ONLINE ? exp2_approx(row_smem[i] - base) * inv : row_smem[i] * inv;
   }
 }
@@ -153,27 +152,27 @@ __global__ void __cluster_dims__(kSoftmaxCluster, 1, 1) __launch_bounds__(kSoftm
 constexpr int kPersistentMinChunk = 14336;
 constexpr int kPersistentMaxChunk = 16384;
 
-// The loads of a row's chunk into the registers `next`: thread t's packs t, t + kThreads,
+// The loads of a row's chunk into the registers `next`: thread t's packs t, t + kSoftmaxThreads,
 // ... of the first `packs` from `chunk` (16-byte aligned), in flight until stage_chunk uses them.
-template <int kThreads = kSoftmaxThreads, typename T, int kE, int kPacks>
+template <typename T, int kE, int kPacks>
 __device__ __forceinline__ void fetch_chunk(Vec<T, kE> (&next)[kPacks], const T* chunk, int packs,
                                             int t) {
   const Vec<T, kE>* src = reinterpret_cast<const Vec<T, kE>*>(chunk);
 #pragma unroll
   for (int u = 0; u < kPacks; ++u) {
-    if (t + u * kThreads < packs) next[u] = src[t + u * kThreads];
+    if (t + u * kSoftmaxThreads < packs) next[u] = src[t + u * kSoftmaxThreads];
   }
 }
 
-// A row's chunk from the registers `next` (the packs of thread t: t, t + kThreads, ...,
+// A row's chunk from the registers `next` (the packs of thread t: t, t + kSoftmaxThreads, ...,
 // the first `packs` of the chunk) into row_smem as fp32 times `scale`, gathering the thread's
 // online statistics `st` (softmax_persistent_kernel, softmax_grid_kernel).
-template <int kThreads = kSoftmaxThreads, typename T, int kE, int kPacks>
+template <typename T, int kE, int kPacks>
 __device__ __forceinline__ void stage_chunk(const Vec<T, kE> (&next)[kPacks], float* row_smem,
                                             int packs, float scale, RowStats<>& st, int t) {
 #pragma unroll
   for (int u = 0; u < kPacks; ++u) {
-    const int i = t + u * kThreads;
+    const int i = t + u * kSoftmaxThreads;
     if (i < packs) {
       float v[kE];
 #pragma unroll
@@ -192,11 +191,10 @@ __device__ __forceinline__ void stage_chunk(const Vec<T, kE> (&next)[kPacks], fl
 
 // A persistent CTA's chunk of each of its rows (chunk `rank`), the next row's loads held in
 // registers until they are staged (softmax_persistent_kernel, softmax_grid_kernel).
-// (kThreads a CTA, chunks of up to kMaxChunk elements.)
-template <typename T, int kThreads = kSoftmaxThreads, int kMaxChunk = kPersistentMaxChunk>
+template <typename T>
 struct ChunkPrefetch {
   static constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  static constexpr int kPacks = kMaxChunk / kE / kThreads;
+  static constexpr int kPacks = kPersistentMaxChunk / kE / kSoftmaxThreads;
   const SoftmaxParams& p;
   const int64_t begin;  // the chunk's first element in a row
   const int n;          // its length
@@ -211,12 +209,12 @@ struct ChunkPrefetch {
         t(static_cast<int>(threadIdx.x)) {}
   // Row `row`'s chunk: the loads issued, in flight until stage.
   __device__ __forceinline__ void issue(int64_t row) {
-    fetch_chunk<kThreads>(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin,
-                          packs, t);
+    fetch_chunk(next, static_cast<const T*>(p.logits) + row * p.logits_row_stride + begin, packs,
+                t);
   }
   // The issued row into row_smem as fp32 times `scale`, its online statistics into `st`.
   __device__ __forceinline__ void stage(float* row_smem, float scale, RowStats<>& st) {
-    stage_chunk<kThreads>(next, row_smem, packs, scale, st, t);
+    stage_chunk(next, row_smem, packs, scale, st, t);
   }
 };
 
@@ -278,17 +276,6 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
 #ifndef EMBER_SOFTMAX_GRID
 #define EMBER_SOFTMAX_GRID 1
 #endif
-// EMBER_SOFTMAX_GRID_C (A/B, session 16; 8 the default): the chunks a row in softmax_grid_kernel.
-// 16 = CTAs of 256 threads with half the chunk, 4 an SM where 8 gives 2 of 512: the same
-// registers and bytes in flight an SM, but four CTAs in different phases of their rows (what
-// the one-CTA-an-SM designs of sessions 13, 15 and 16 lost) at the price of 16 pairs an exchange.
-#ifndef EMBER_SOFTMAX_GRID_C
-#define EMBER_SOFTMAX_GRID_C 8
-#endif
-constexpr int kGridC = EMBER_SOFTMAX_GRID_C;
-constexpr int kGridThreads = kSoftmaxThreads * kSoftmaxCluster / kGridC;
-constexpr int kGridMaxChunk = kPersistentMaxChunk * kSoftmaxCluster / kGridC;
-static_assert(kGridC == 8 || kGridC == 16, "EMBER_SOFTMAX_GRID_C: 8 or 16 chunks a row");
 // Below this many rows one round of 8-CTA clusters holds them all: nothing to balance.
 constexpr int64_t kGridMinRows = 48;
 
@@ -299,7 +286,7 @@ inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
   if (!EMBER_SOFTMAX_GRID || !EMBER_SOFTMAX_ONLINE || rows < kGridMinRows) return 0;
   const int64_t chunk = ((vocab + kSoftmaxCluster - 1) / kSoftmaxCluster + 7) / 8 * 8;
   if (chunk <= kPersistentMinChunk || chunk > kPersistentMaxChunk) return 0;
-  return (rows + 1) / 2 * 2 + 2 * kGridC * rows;
+  return (rows + 1) / 2 * 2 + 2 * kSoftmaxCluster * rows;
 }
 
 // The (max, sum) pairs of grid_workspace_words's layout: after the rows' counts, padded to an
@@ -308,53 +295,38 @@ __device__ __forceinline__ float2* grid_pairs(const SoftmaxParams& p) {
   return reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
 }
 
-// softmax_grid_kernel's exchange, by thread 0 of each of a row's C CTAs (kGridC): the CTA's
-// (max, sum) into its slot of the row's `pairs`, counted in with a release add on the row's
-// `count`; then a wait (acquire) until all C have, and their pairs combined into
+// softmax_grid_kernel's exchange, by thread 0 of each of a row's 8
+// CTAs: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release add on
+// the row's `count`; then a wait (acquire) until all 8 have, and their pairs combined into
 // {base, 1 / the row's sum} (a row of all -inf: base 0 and a sum of 0).
-template <int C = kSoftmaxCluster>
 __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs, int rank, float m,
                                                   float s) {
+  constexpr int C = kSoftmaxCluster;
   pairs[rank] = make_float2(m, s);
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
   uint32_t seen = 0;
   do {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
   } while (seen < C);
-  if constexpr (C > 8) {
-    // one online pass: 16 pairs held at once pushed the 64-register kernel onto the stack
-    float gm = -INFINITY, gs = 0.f;
+  float2 q[C];
+  float gm = -INFINITY;
 #pragma unroll
-    for (int r = 0; r < C; ++r) {
-      const float2 q = __ldcg(pairs + r);
-      if (q.x == -INFINITY) continue;
-      const float nm = fmaxf(gm, q.x);
-      gs = (gm == -INFINITY ? 0.f : gs * exp2_approx(gm - nm)) + q.y * exp2_approx(q.x - nm);
-      gm = nm;
-    }
-    return make_float2(gm == -INFINITY ? 0.f : gm, 1.f / gs);
-  } else {
-    float2 q[C];
-    float gm = -INFINITY;
-#pragma unroll
-    for (int r = 0; r < C; ++r) {
-      q[r] = __ldcg(pairs + r);
-      gm = fmaxf(gm, q[r].x);
-    }
-    const float base = gm == -INFINITY ? 0.f : gm;
-    float gs = 0.f;
-#pragma unroll
-    for (int r = 0; r < C; ++r)
-      gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
-    return make_float2(base, 1.f / gs);
+  for (int r = 0; r < C; ++r) {
+    q[r] = __ldcg(pairs + r);
+    gm = fmaxf(gm, q[r].x);
   }
+  const float base = gm == -INFINITY ? 0.f : gm;
+  float gs = 0.f;
+#pragma unroll
+  for (int r = 0; r < C; ++r) gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
+  return make_float2(base, 1.f / gs);
 }
 
-// softmax_persistent_kernel's loop with the cluster exchange replaced: CTA Cg + k takes chunk k
+// softmax_persistent_kernel's loop with the cluster exchange replaced: CTA 8g + k takes chunk k
 // of rows g, g + groups, ...; for each row thread 0 writes the CTA's (max, sum), counts itself in
-// with a release add, waits (acquire) until the row's C = kGridC CTAs have, and combines their
-// pairs. The cooperative launch makes every CTA resident, so the wait ends: the C CTAs of a row
-// take the same rows in the same order. The counts start at 0: launch_grid zeroes them with
+// with a release add, waits (acquire) until the row's 8 CTAs have, and combines their pairs. The
+// cooperative launch makes every CTA resident, so the wait ends: the 8 CTAs of a row take the
+// same rows in the same order. The counts start at 0: launch_grid zeroes them with
 // cudaMemsetAsync before the launch (a CUDA graph captures the memset with the kernel).
 // NOTE: measured (session 15, CUPTI, 128 x 128 256 fp32, same call) against two ways to skip the
 // memset: the kernel zeroing the counts itself behind a split cooperative-grid barrier (arrive
@@ -372,20 +344,24 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
 // instead of two CTAs' (and bf16 half of fp32's bytes, and slower), what the two CTAs an SM buy
 // here is bytes in flight, not overlap of the exchange. (Session 16 refuted that reading: the
 // bulk kernel, noted below, kept two rows in flight with one CTA an SM and lost too.)
+// NOTE: measured (session 17, CUPTI, same call): 16 chunks a row in CTAs of 256 threads, 4 an SM
+// (the same registers and bytes in flight an SM as 2 of 512, four CTAs in different phases, 16
+// pairs an exchange combined in one online pass): 128 x 128 256 fp32 42.59 us (twice) against
+// 40.96 / 41.02, bf16 36.80 against 37.66; 64 rows 23.46 / 20.51 against 23.04 / 20.39. More,
+// smaller CTAs an SM do not help: removed.
 template <typename T>
-__global__ void __launch_bounds__(kGridThreads, 2 * kSoftmaxThreads / kGridThreads)
-    softmax_grid_kernel(SoftmaxParams p) {
+__global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(SoftmaxParams p) {
   static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
                 "softmax_grid_kernel exchanges online (max, sum) pairs");
-  constexpr int C = kGridC;
+  constexpr int C = kSoftmaxCluster;
   extern __shared__ __align__(16) float row_smem[];  // [chunk] values
-  __shared__ float scratch[kGridThreads / 32];
+  __shared__ float scratch[kSoftmaxThreads / 32];
   __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
   uint32_t* arrived = p.grid_ws;
   float2* pairs = grid_pairs(p);
   const int rank = static_cast<int>(blockIdx.x % C);
   const int64_t groups = gridDim.x / C;
-  ChunkPrefetch<T, kGridThreads, kGridMaxChunk> chunk(p, rank);
+  ChunkPrefetch<T> chunk(p, rank);
   const int t = chunk.t;
   int64_t row = blockIdx.x / C;
   if (row < p.rows) chunk.issue(row);
@@ -396,15 +372,13 @@ __global__ void __launch_bounds__(kGridThreads, 2 * kSoftmaxThreads / kGridThrea
     __syncthreads();  // the previous row's store pass is done reading row_smem
     chunk.stage(row_smem, scale, st);
     if (row + groups < p.rows) chunk.issue(row + groups);  // in flight while this row finishes
-    // (the first reduction's barrier also publishes row_smem)
-    const float m = block_reduce<true, kGridThreads>(st.m, scratch);
-    const float s = block_reduce<false, kGridThreads>(
-        st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    if (t == 0) norm = grid_normalizer<C>(arrived + row, pairs + row * C, rank, m, s);
+    const float m = block_reduce<true>(st.m, scratch);     // (its barrier also publishes row_smem)
+    const float s =
+        block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
+    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
     __syncthreads();
     const float2 nz = norm;
-    store_probs<kGridThreads>(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n,
-                              nz.x, nz.y);
+    store_probs(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n, nz.x, nz.y);
   }
 }
 
@@ -449,32 +423,31 @@ template <typename T>
 bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
   constexpr auto kernel = softmax_grid_kernel<T>;
   if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
-  SoftmaxParams q = p;  // the row in kGridC chunks (8: the binding's chunk)
-  q.chunk = static_cast<int>(((p.vocab + kGridC - 1) / kGridC + 7) / 8 * 8);
-  const size_t smem = static_cast<size_t>(q.chunk) * sizeof(float);
+  const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float);
   constexpr int kMaxDevices = 64;
   static int key_of[kMaxDevices] = {};
   static int per_sm_of[kMaxDevices] = {};  // resident CTAs an SM at that chunk
   if (p.device < 0 || p.device >= kMaxDevices) return false;
-  if (key_of[p.device] != q.chunk) {
+  if (key_of[p.device] != p.chunk) {
     int per_sm = 0;
     if (allow_dynamic_smem<kernel>(smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGridThreads, smem) !=
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSoftmaxThreads, smem) !=
             cudaSuccess) {
       per_sm = 0;
     }
     cudaGetLastError();  // a failed query leaves no sticky error; the caller falls back
-    key_of[p.device] = q.chunk;
+    key_of[p.device] = p.chunk;
     per_sm_of[p.device] = per_sm;
   }
-  const int64_t groups = static_cast<int64_t>(per_sm_of[p.device]) * stream_grid(p.device) / kGridC;
+  const int64_t groups =
+      static_cast<int64_t>(per_sm_of[p.device]) * stream_grid(p.device) / kSoftmaxCluster;
   if (groups <= 0) return false;
   const int64_t used = p.rows < groups ? p.rows : groups;
   // the counts start at 0 (the workspace comes in with any contents: torch.empty)
   err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
   if (err != cudaSuccess) return true;
-  err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(used * kGridC)), dim3(kGridThreads),
-                                   smem, stream, q);
+  err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(used * kSoftmaxCluster)),
+                                   dim3(kSoftmaxThreads), smem, stream, p);
   return true;
 }
 
