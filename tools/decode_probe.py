@@ -43,6 +43,8 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "comb": "-DEMBER_DECODE_COMBINE2=1",
     "l2c": "-DEMBER_DECODE_PG_LEAD=2 -DEMBER_DECODE_COMBINE2=1",
     "l3c": "-DEMBER_DECODE_PG_LEAD=3 -DEMBER_DECODE_COMBINE2=1",
+    "pf128": "-DEMBER_DECODE_L2PF=128",  # K/V copies with an L2 prefetch hint
+    "pf256": "-DEMBER_DECODE_L2PF=256",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

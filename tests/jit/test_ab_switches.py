@@ -87,7 +87,12 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     ),
     (
         lambda: decode_spec("bf16", "bf16", 128, 4),
-        ("EMBER_DECODE_STAGES16=2", "EMBER_DECODE_PG_LEAD=3", "EMBER_DECODE_COMBINE2=1"),
+        (
+            "EMBER_DECODE_STAGES16=2",
+            "EMBER_DECODE_PG_LEAD=3",
+            "EMBER_DECODE_COMBINE2=1",
+            "EMBER_DECODE_L2PF=128",
+        ),
     ),
 ]
 

@@ -64,8 +64,28 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 #ifndef EMBER_DECODE_COMBINE2
 #define EMBER_DECODE_COMBINE2 0
 #endif
+// EMBER_DECODE_L2PF (A/B, session 17; 0 the default): K/V rows copied with an L2 prefetch hint
+// of 128 or 256 bytes (cp.async ... .L2::128B, as FlashInfer's loads), so that L2 fetches each
+// row's lines from DRAM at once.
+#ifndef EMBER_DECODE_L2PF
+#define EMBER_DECODE_L2PF 0
+#endif
 constexpr int kPgLead = EMBER_DECODE_PG_LEAD;
 static_assert(kPgLead >= 1 && kPgLead <= 4, "EMBER_DECODE_PG_LEAD: 1-4 tiles");
+
+__device__ __forceinline__ void cp_async16_kv(uint32_t dst, const void* src, bool valid) {
+#if EMBER_DECODE_L2PF == 128
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+#elif EMBER_DECODE_L2PF == 256
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  cp_async16(dst, src, valid);
+#endif
+}
 
 template <int KVB>
 constexpr int min_blocks() {
@@ -300,10 +320,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       const int tt = row_token(tile, j);
       const int s = tt - page_of(tt) * p.page_size;
       const int64_t page = pg[0][j];
-      cp_async16(smem_u32(ks + kv_off(r, cc)),
-                 kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk, valid);
-      cp_async16(smem_u32(vs + kv_off(r, cc)),
-                 vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk, valid);
+      cp_async16_kv(smem_u32(ks + kv_off(r, cc)),
+                    kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk, valid);
+      cp_async16_kv(smem_u32(vs + kv_off(r, cc)),
+                    vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk, valid);
     }
     shift_pages();
   };
