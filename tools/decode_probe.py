@@ -36,15 +36,6 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     # the register fp8 path at 4 CTAs an SM (16 warps; 128 registers, 80 bytes of stack) and 3
     # stages so that 4 fit: session 15's ncu found 12 warps an SM at 67 % issue
     "fp8r4": "-DEMBER_DECODE_MINB=4 -DEMBER_DECODE_STAGES8=3",
-    # page numbers read 2 / 3 tiles ahead; the combine a thread per 8 elements (session 17's
-    # per-instruction samples)
-    "lead2": "-DEMBER_DECODE_PG_LEAD=2",
-    "lead3": "-DEMBER_DECODE_PG_LEAD=3",
-    "comb": "-DEMBER_DECODE_COMBINE2=1",
-    "l2c": "-DEMBER_DECODE_PG_LEAD=2 -DEMBER_DECODE_COMBINE2=1",
-    "l3c": "-DEMBER_DECODE_PG_LEAD=3 -DEMBER_DECODE_COMBINE2=1",
-    "pf128": "-DEMBER_DECODE_L2PF=128",  # K/V copies with an L2 prefetch hint
-    "pf256": "-DEMBER_DECODE_L2PF=256",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

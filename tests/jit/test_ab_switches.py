@@ -85,15 +85,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         lambda: decode_spec("bf16", "e4m3", 128, 4),
         ("EMBER_DECODE_FP8_REGS=0", "EMBER_DECODE_STAGES8=3", "EMBER_DECODE_TC=0"),
     ),
-    (
-        lambda: decode_spec("bf16", "bf16", 128, 4),
-        (
-            "EMBER_DECODE_STAGES16=2",
-            "EMBER_DECODE_PG_LEAD=3",
-            "EMBER_DECODE_COMBINE2=1",
-            "EMBER_DECODE_L2PF=128",
-        ),
-    ),
+    (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_STAGES16=2",)),
 ]
 
 # switches that are not A/B alternatives (none today)

@@ -48,45 +48,6 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 // Resident CTAs per SM the register allocation must allow: 16-bit K/V use 100 KB of shared
 // memory (2 per SM whatever the registers); the register fp8 path uses 64 KB, so 3 fit when the
 // registers do (<= 168 per thread). EMBER_DECODE_MINB overrides both (A/B probes).
-// EMBER_DECODE_PG_LEAD (A/B, session 17; 1 the default): how many tiles ahead a thread reads
-// its rows' page numbers. ncu's samples an instruction at 256 x 1024 and 128 x 2048 (session
-// 17): 6 % of all warp samples wait on one read of the page table, issued a tile earlier — under
-// this load a global read takes longer than a tile's compute. 2 or 3 hold as many tiles' pages
-// in registers (8 a tile) and read the prologue's tiles' pages all at once.
-#ifndef EMBER_DECODE_PG_LEAD
-#define EMBER_DECODE_PG_LEAD 1
-#endif
-// EMBER_DECODE_COMBINE2=1 (A/B, session 17, off): the warps' combine with a thread per 8
-// output elements of one row (its row's max, sum and 1 / sum once, 16-byte loads and stores, the
-// LSE by the row's first thread) instead of a thread per element recomputing its row's max, sum,
-// division and log2 for each: 8.3 % of the warp samples at 256 x 1024 64/8 (G = 8: 8 rounds of a
-// ~150-cycle dependent chain a CTA), 4.7 % at 128 x 2048.
-#ifndef EMBER_DECODE_COMBINE2
-#define EMBER_DECODE_COMBINE2 0
-#endif
-// EMBER_DECODE_L2PF (A/B, session 17; 0 the default): K/V rows copied with an L2 prefetch hint
-// of 128 or 256 bytes (cp.async ... .L2::128B, as FlashInfer's loads), so that L2 fetches each
-// row's lines from DRAM at once.
-#ifndef EMBER_DECODE_L2PF
-#define EMBER_DECODE_L2PF 0
-#endif
-constexpr int kPgLead = EMBER_DECODE_PG_LEAD;
-static_assert(kPgLead >= 1 && kPgLead <= 4, "EMBER_DECODE_PG_LEAD: 1-4 tiles");
-
-__device__ __forceinline__ void cp_async16_kv(uint32_t dst, const void* src, bool valid) {
-#if EMBER_DECODE_L2PF == 128
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-#elif EMBER_DECODE_L2PF == 256
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-#else
-  cp_async16(dst, src, valid);
-#endif
-}
-
 template <int KVB>
 constexpr int min_blocks() {
 #ifdef EMBER_DECODE_MINB
@@ -275,12 +236,20 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       return swz<D>(r, c);
     }
   };
-  // NOTE: measured (session 17, probe, graph replay): four independent Q K^T MMA chains a warp
-  // instead of two (odd k-steps in their own accumulators), one CTA barrier a tile instead of two,
-  // and both: 256 x 1024 64/8 277.1 / 277.1 / 277.5 / 277.3 us, 128 x 2048 133.1-133.2 either way.
-  // A persistent form (a CTA per resident slot walking its units as one stream of tiles, the
-  // next unit's row, pages, query and first tiles in flight during this one's combine) measured
-  // 280.3 against 280.2. Removed; notes/decode.md, "Session 17".
+  // NOTE: measured (session 17, probe, graph replay, each against the default in the same call;
+  // notes/decode.md, "Session 17"), none moved any case by more than 0.4 %:
+  // - four independent Q K^T MMA chains a warp instead of two (odd k-steps apart), one CTA
+  //   barrier a tile instead of two, and both (256 x 1024 64/8: 277.1 / 277.5 / 277.3 vs 277.1);
+  // - a persistent form, a CTA per resident slot walking its units as one stream of tiles with
+  //   the next unit's row, pages, query and first tiles in flight during this one's combine
+  //   (280.3 vs 280.2);
+  // - page numbers read 2 or 3 tiles ahead instead of 1 (ncu's samples: 6 % of all warp
+  //   samples wait on that read), a combine a thread per 8 elements (8.3 % of the samples at
+  //   256 x 1024), and both (277.7-278.2 vs 278.1; fp8 214.3 vs 214.7);
+  // - K/V copies with an L2::128B / L2::256B prefetch hint (280.8 / 280.8 vs 280.5).
+  // What the warps wait on is not what sets this kernel's time; and its time grows with the
+  // bytes from 248 to 264 requests of 1 024 tokens (278.8 / 281.3 / 290.9 us), so the gap to
+  // FlashInfer there (260.6 / 266.8 / 274.0) is not the last partial wave either.
   // NOTE: measured (session 16): two adjacent chunks a thread with the in-page offset in 32
   // bits cut the tile loop 1 021 -> 831 instructions (bf16 d128 g8) and 213 -> 196 registers,
   // and changed no case's time (256 x 1024 64/8 277.3 -> 277.5 us): this loop is not
@@ -298,17 +267,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const int t = kv_start + tile * kTile + r0 + j * kRowStep;
     return t < kv_end ? t : kv_start;  // rows past the unit read a valid row, zero-filled
   };
-  int32_t pg[kPgLead][kRowsPerThread];  // pg[i]: the pages of the i-th tile not yet loaded
-  auto fetch_pages = [&](int tile, int ahead) {
+  int32_t pg[kRowsPerThread];
+  auto fetch_pages = [&](int tile) {
 #pragma unroll
-    for (int j = 0; j < kRowsPerThread; ++j) pg[ahead][j] = pages[page_of(row_token(tile, j))];
-  };
-  auto shift_pages = [&]() {
-#pragma unroll
-    for (int i = 0; i + 1 < kPgLead; ++i) {
-#pragma unroll
-      for (int j = 0; j < kRowsPerThread; ++j) pg[i][j] = pg[i + 1][j];
-    }
+    for (int j = 0; j < kRowsPerThread; ++j) pg[j] = pages[page_of(row_token(tile, j))];
   };
   auto load_tile = [&](int tile, int stage) {
     unsigned char* ks = pipe + stage * S::kStageBytes;
@@ -319,26 +281,22 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       const bool valid = kv_start + tile * kTile + r < kv_end;
       const int tt = row_token(tile, j);
       const int s = tt - page_of(tt) * p.page_size;
-      const int64_t page = pg[0][j];
-      cp_async16_kv(smem_u32(ks + kv_off(r, cc)),
-                    kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk, valid);
-      cp_async16_kv(smem_u32(vs + kv_off(r, cc)),
-                    vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk, valid);
+      const int64_t page = pg[j];
+      cp_async16(smem_u32(ks + kv_off(r, cc)),
+                 kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk, valid);
+      cp_async16(smem_u32(vs + kv_off(r, cc)),
+                 vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk, valid);
     }
-    shift_pages();
   };
-#pragma unroll
-  for (int i = 0; i < kPgLead; ++i) {
-    if (i < n_tiles) fetch_pages(i, i);
-  }
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_tiles) {
+      fetch_pages(s);
       load_tile(s, s);
-      if (s + kPgLead < n_tiles) fetch_pages(s + kPgLead, kPgLead - 1);
     }
     cp_commit();  // NOTE: the first group also carries the query block
   }
+  if (kStages - 1 < n_tiles) fetch_pages(kStages - 1);
 
   const float scale = p.soft_cap > 0.f ? p.sm_scale : p.sm_scale * kLog2e;
   float m[2] = {-INFINITY, -INFINITY};
@@ -373,7 +331,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const int pf = tile + kStages - 1;
     if (pf < n_tiles) {
       load_tile(pf, pf % kStages);
-      if (pf + kPgLead < n_tiles) fetch_pages(pf + kPgLead, kPgLead - 1);
+      if (pf + 1 < n_tiles) fetch_pages(pf + 1);
     }
     cp_commit();
     cp_wait<kStages - 1>();
@@ -558,62 +516,6 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     }
   }
   __syncthreads();
-#if EMBER_DECODE_COMBINE2
-  constexpr int kCpr = D / 8;  // 8-element chunks a row
-  for (int idx = tid; idx < G * kCpr; idx += kWarps * 32) {
-    const int g = idx / kCpr;
-    const int d0 = (idx % kCpr) * 8;
-    float mw[kWarps];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kWarps; ++k) {
-      mw[k] = sm[k * 16 + g];
-      mx = fmaxf(mx, mw[k]);
-    }
-    float sum = 0.f;
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) {
-        const float c = exp2f(mw[k] - mx);
-        sum += sl[k * 16 + g] * c;
-        const float* src = so + (k * 16 + g) * S::kOStride + d0;
-        const float4 a = *reinterpret_cast<const float4*>(src);
-        const float4 b = *reinterpret_cast<const float4*>(src + 4);
-        acc[0] += a.x * c;
-        acc[1] += a.y * c;
-        acc[2] += a.z * c;
-        acc[3] += a.w * c;
-        acc[4] += b.x * c;
-        acc[5] += b.y * c;
-        acc[6] += b.z * c;
-        acc[7] += b.w * c;
-      }
-    }
-    const float inv = sum > 0.f ? v_scale / sum : 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] *= inv;
-    const int h = kv_head * G + g;
-    if (slot < 0) {
-      T* orow = static_cast<T*>(p.out) + req * p.o_stride_b + h * p.o_stride_h + d0;
-      *reinterpret_cast<uint4*>(orow) =
-          make_uint4(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]),
-                     pack2<T>(acc[4], acc[5]), pack2<T>(acc[6], acc[7]));
-    } else {
-      float* prow = p.partial_o + (static_cast<int64_t>(slot) * p.qo_heads + h) * D + d0;
-      *reinterpret_cast<float4*>(prow) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      *reinterpret_cast<float4*>(prow + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
-    }
-    if (d0 == 0) {
-      const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
-      if (slot >= 0) {
-        p.partial_lse[static_cast<int64_t>(slot) * p.qo_heads + h] = lse;
-      } else if (p.lse != nullptr) {
-        p.lse[static_cast<int64_t>(req) * p.qo_heads + h] = lse;
-      }
-    }
-  }
-#else
   for (int idx = tid; idx < G * D; idx += kWarps * 32) {
     const int g = idx / D;
     const int d = idx % D;
@@ -633,7 +535,6 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
     write_result<T, D>(p, req, slot, kv_head * G + g, d, out, lse);
   }
-#endif
 }
 
 // Opt-in shared memory per block on `device` (looked up once): the 16-bit d128 kernel needs
