@@ -47,6 +47,9 @@ CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {
     "page1": (32, 4096, 32, 8, 128, 1, "uniform", "same"),
     "fp8": (64, 4096, 32, 8, 128, 16, "uniform", "e4m3"),
     "fp8skew": (64, 4096, 32, 8, 128, 16, "pareto", "e4m3"),
+    # the uniform shapes with the other group size (session 17: does G or the length set the rate?)
+    "u256g4": (256, 1024, 32, 8, 128, 16, "uniform", "same"),
+    "u64g8": (64, 4096, 64, 8, 128, 16, "uniform", "same"),
 }
 
 
