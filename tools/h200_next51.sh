@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# For session 17 (device tool, `.whl` carried; output under $OUT; timeout_s 200). Diagnostic:
+# Not run in session 17 (device time spent); for session 18 (device tool, `.whl` carried; output
+# under $OUT; timeout_s 200). Diagnostic:
 # at G = 8 the extra warp samples are all in the combine (ncu, h200_next46 / next50), matching the
 # 3.1 % G = 8 costs at 256 x 1024, yet the rewritten combine (COMBINE2) measured no change at
 # G = 8. Both G with and without it, in one probe, with decode_tc.cuh as at 038d343 (the
