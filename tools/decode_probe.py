@@ -29,6 +29,9 @@ from ember.testing.reference import batch_decode_ref
 VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "base": "",
     "s2": "-DEMBER_DECODE_STAGES16=2 -DEMBER_DECODE_STAGES8=2 -DEMBER_DECODE_MINB=3",
+    # 2 stages at 2 CTAs an SM (the registers' limit): one 32 KB tile in flight a CTA while the
+    # other is computed, as much as FlashInfer's single-buffered K / V keep in flight
+    "s2b": "-DEMBER_DECODE_STAGES16=2",
     "f3": "-DEMBER_DECODE_STAGES8=3",
     "v1": "-DEMBER_DECODE_TC=0",
     "fp8r2": "-DEMBER_DECODE_MINB=2",  # the register fp8 path at 2 CTAs per SM
