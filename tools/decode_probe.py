@@ -32,6 +32,8 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     # 2 stages at 2 CTAs an SM (the registers' limit): one 32 KB tile in flight a CTA while the
     # other is computed, as much as FlashInfer's single-buffered K / V keep in flight
     "s2b": "-DEMBER_DECODE_STAGES16=2",
+    # FlashInfer's pipeline shape: 128-token iterations, 32 tokens a warp, K and V single-buffered
+    "kv2": "-DEMBER_DECODE_KV2=1",
     "f3": "-DEMBER_DECODE_STAGES8=3",
     "v1": "-DEMBER_DECODE_TC=0",
     "fp8r2": "-DEMBER_DECODE_MINB=2",  # the register fp8 path at 2 CTAs per SM

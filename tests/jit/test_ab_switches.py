@@ -86,6 +86,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         ("EMBER_DECODE_FP8_REGS=0", "EMBER_DECODE_STAGES8=3", "EMBER_DECODE_TC=0"),
     ),
     (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_STAGES16=2",)),
+    (lambda: decode_spec("fp16", "fp16", 64, 8), ("EMBER_DECODE_KV2=1",)),
 ]
 
 # switches that are not A/B alternatives (none today)

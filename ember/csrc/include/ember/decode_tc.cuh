@@ -48,6 +48,10 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 // Resident CTAs per SM the register allocation must allow: 16-bit K/V use 100 KB of shared
 // memory (2 per SM whatever the registers); the register fp8 path uses 64 KB, so 3 fit when the
 // registers do (<= 168 per thread). EMBER_DECODE_MINB overrides both (A/B probes).
+#ifndef EMBER_DECODE_KV2
+#define EMBER_DECODE_KV2 0  // A/B, session 17: decode_tc_kv2_kernel below
+#endif
+
 template <int KVB>
 constexpr int min_blocks() {
 #ifdef EMBER_DECODE_MINB
@@ -537,6 +541,251 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   }
 }
 
+#if EMBER_DECODE_KV2
+// EMBER_DECODE_KV2=1 (A/B, session 17, written, not yet run; 16-bit K/V): FlashInfer's pipeline
+// shape in place of the default's. Iterations of kTile2 = 128 tokens, 32 a warp; K and V each in
+// one buffer of their own (68 KB at d128), so that V(t) is in flight while S = Q K(t)^T and the
+// softmax run, and K(t + 1) while O += P V(t): one 32 KB tile in flight a CTA where the default
+// keeps two (64-token K+V tiles, 3 stages). The next tile's page numbers are read before Q K^T,
+// as FlashInfer reads its offsets. Session 17 tied every lever on the default kernel's warps; at
+// the same grid, occupancy and bytes FlashInfer's shape streams 1-5 % faster (notes/decode.md).
+constexpr int kTile2 = 128;
+
+template <int D>
+struct Smem2 {
+  static constexpr int kRowBytes = D * 2;
+  static constexpr int kChunks = kRowBytes / 16;
+  static constexpr int kQBytes = 16 * kRowBytes;
+  static constexpr int kTileBytes = kTile2 * kRowBytes;  // the K (or V) buffer
+  static constexpr int kOStride = D + 8;
+  static constexpr int kCombineBytes = kWarps * 16 * kOStride * 4 + 2 * kWarps * 16 * 4;
+  static_assert(kCombineBytes <= 2 * kTileBytes, "the combine reuses the K and V buffers");
+  static constexpr int kBytes = kQBytes + 2 * kTileBytes;
+};
+
+template <typename T, int D, int G>
+__global__ void __launch_bounds__(kWarps * 32, 1) decode_tc_kv2_kernel(Params p) {
+  using S = Smem2<D>;
+  constexpr int kNT = D / 8;   // n-tiles of O
+  constexpr int kKS = D / 16;  // k-steps of Q K^T
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* q_smem = smem;
+  unsigned char* k_smem = smem + S::kQBytes;
+  unsigned char* v_smem = k_smem + S::kTileBytes;
+  const int unit = blockIdx.y;
+  const int kv_head = blockIdx.x;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  pdl_wait();
+  const Unit u = read_unit(p, unit);
+  if (u.req < 0) return;
+  const int req = u.req, kv_start = u.kv_start, kv_end = u.kv_end, slot = u.slot;
+  const int32_t* pages = p.indices + p.indptr[req];
+  const T* kb = static_cast<const T*>(p.k.base) + kv_head * p.k.head_stride;
+  const T* vb = static_cast<const T*>(p.v.base) + kv_head * p.v.head_stride;
+  for (int i = tid; i < 16 * S::kChunks; i += kWarps * 32) {
+    const int r = i / S::kChunks, c = i % S::kChunks;
+    const T* src = static_cast<const T*>(p.q) + req * p.q_stride_b +
+                   (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
+    cp_async16(smem_u32(q_smem + swz<D>(r, c)), src, r < G);
+  }
+  const int n_tiles = (kv_end - kv_start + kTile2 - 1) / kTile2;
+  // Thread `tid` copies chunk cc of rows r0, r0 + kRowStep, ... of each K and V tile; pg holds
+  // those rows' page numbers for the tile copied next.
+  constexpr int kRowStep = kWarps * 32 / S::kChunks;
+  constexpr int kRowsPerThread = kTile2 / kRowStep;
+  static_assert(kTile2 % kRowStep == 0, "tile rows split evenly over the threads");
+  const int r0 = tid / S::kChunks, cc = tid % S::kChunks;
+  const int shift = p.page_shift;
+  auto page_of = [&](int t) { return shift >= 0 ? t >> shift : t / p.page_size; };
+  int32_t pg[kRowsPerThread];
+  auto fetch_pages = [&](int tile) {
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const int t = kv_start + tile * kTile2 + r0 + j * kRowStep;
+      pg[j] = t < kv_end ? pages[page_of(t)] : 0;
+    }
+  };
+  auto load_rows = [&](unsigned char* buf, const T* base, const CacheView& cv, int tile) {
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const int r = r0 + j * kRowStep;
+      const int t = kv_start + tile * kTile2 + r;
+      const bool valid = t < kv_end;
+      const int s = valid ? t - page_of(t) * p.page_size : 0;
+      cp_async16(smem_u32(buf + swz<D>(r, cc)),
+                 base + static_cast<int64_t>(pg[j]) * cv.page_stride + s * cv.slot_stride + cc * 8,
+                 valid);
+    }
+  };
+  if (n_tiles > 0) {
+    fetch_pages(0);
+    load_rows(k_smem, kb, p.k, 0);
+  }
+  cp_commit();  // the query block and K(0)
+  if (n_tiles > 0) load_rows(v_smem, vb, p.v, 0);
+  cp_commit();  // V(0)
+
+  const float scale = p.soft_cap > 0.f ? p.sm_scale : p.sm_scale * kLog2e;
+  const float k_scale = p.k_scale;
+  const float v_scale = p.v_scale;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.f, 0.f};
+  float o[kNT][4];
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  uint32_t qa[kKS][4];
+  const int row0 = warp * 32;  // this warp's 32 tokens of an iteration
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const bool more = tile + 1 < n_tiles;
+    if (more) fetch_pages(tile + 1);  // in flight during Q K^T
+    cp_wait<1>();                     // K(tile) landed; V(tile) may not have
+    __syncthreads();
+    if (tile == 0) {
+#pragma unroll
+      for (int k = 0; k < kKS; ++k) {
+        const int r = lane % 16, c = 2 * k + lane / 16;
+        ldsm_x4(smem_u32(q_smem + swz<D>(r, c)), qa[k]);
+      }
+    }
+    // S = Q K^T: four n-tiles of 8 tokens.
+    float sc[4][4];
+#pragma unroll
+    for (int n = 0; n < 4; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kKS; ++k) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        uint32_t b[4];
+        const int r = row0 + 16 * hh + (lane / 16) * 8 + lane % 8;
+        const int c = 2 * k + (lane / 8) % 2;
+        ldsm_x4(smem_u32(k_smem + swz<D>(r, c)), b);
+        mma<T>(sc[2 * hh], qa[k], b[0], b[1]);
+        mma<T>(sc[2 * hh + 1], qa[k], b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with K(tile)
+    if (more) load_rows(k_smem, kb, p.k, tile + 1);
+    cp_commit();  // K(tile + 1)
+    // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
+    const int tok0 = kv_start + tile * kTile2 + row0 + (lane % 4) * 2;
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float x = sc[n][j] * scale * k_scale;
+        if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap) * kLog2e;
+        const int t = tok0 + n * 8 + (j & 1);
+        x = t < kv_end ? x : -INFINITY;
+        sc[n][j] = x;
+        mx[j / 2] = fmaxf(mx[j / 2], x);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      corr[h] = mx[h] == -INFINITY ? 1.f : exp2f(m[h] - mx[h]);
+      m[h] = mx[h];
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float e = m[j / 2] == -INFINITY ? 0.f : exp2f(sc[n][j] - m[j / 2]);
+        sc[n][j] = e;
+        rs[j / 2] += e;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 1);
+      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);
+      l[h] = l[h] * corr[h] + rs[h];
+    }
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+    // O += P V: P's 32 tokens as two 16-token k-steps, straight from the S accumulators.
+    uint32_t pa[2][4];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      pa[hh][0] = pack2<T>(sc[2 * hh][0], sc[2 * hh][1]);
+      pa[hh][1] = pack2<T>(sc[2 * hh][2], sc[2 * hh][3]);
+      pa[hh][2] = pack2<T>(sc[2 * hh + 1][0], sc[2 * hh + 1][1]);
+      pa[hh][3] = pack2<T>(sc[2 * hh + 1][2], sc[2 * hh + 1][3]);
+    }
+    cp_wait<1>();  // V(tile) landed; K(tile + 1) may not have
+    __syncthreads();
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+#pragma unroll
+      for (int n = 0; n < kNT; n += 2) {
+        uint32_t b[4];
+        const int r = row0 + 16 * hh + ((lane / 8) % 2) * 8 + lane % 8;
+        const int c = n + lane / 16;
+        ldsm_x4_t(smem_u32(v_smem + swz<D>(r, c)), b);
+        mma<T>(o[n], pa[hh], b[0], b[1]);
+        mma<T>(o[n + 1], pa[hh], b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with V(tile)
+    if (more) load_rows(v_smem, vb, p.v, tile + 1);
+    cp_commit();  // V(tile + 1)
+  }
+  cp_wait<0>();
+  pdl_launch_dependents();
+
+  // Combine the warps through the K and V buffers, as decode_tc_kernel does.
+  __syncthreads();
+  float* so = reinterpret_cast<float*>(k_smem);  // [warps][16][kOStride]
+  float* sm = so + kWarps * 16 * S::kOStride;    // [warps][16]
+  float* sl = sm + kWarps * 16;                  // [warps][16]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = lane / 4 + 8 * h;
+    if (lane % 4 == 0) {
+      sm[warp * 16 + r] = m[h];
+      sl[warp * 16 + r] = l[h];
+    }
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      const int d = n * 8 + (lane % 4) * 2;
+      *reinterpret_cast<float2*>(so + (warp * 16 + r) * S::kOStride + d) =
+          make_float2(o[n][2 * h], o[n][2 * h + 1]);
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < G * D; idx += kWarps * 32) {
+    const int g = idx / D;
+    const int d = idx % D;
+    float mxg = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) mxg = fmaxf(mxg, sm[k * 16 + g]);
+    float sum = 0.f, acc = 0.f;
+    if (mxg != -INFINITY) {
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) {
+        const float c = exp2f(sm[k * 16 + g] - mxg);
+        sum += sl[k * 16 + g] * c;
+        acc += so[(k * 16 + g) * S::kOStride + d] * c;
+      }
+    }
+    const float out = sum > 0.f ? acc * v_scale / sum : 0.f;
+    const float lse = sum > 0.f ? (mxg + log2f(sum)) * kLn2 : -INFINITY;
+    write_result<T, D>(p, req, slot, kv_head * G + g, d, out, lse);
+  }
+}
+#endif  // EMBER_DECODE_KV2
+
 // Opt-in shared memory per block on `device` (looked up once): the 16-bit d128 kernel needs
 // 100 KiB, more than sm_86/sm_89/sm_120 allow (99 KiB), where the CUDA-core kernel runs instead.
 inline int max_smem_optin(int device) {
@@ -561,6 +810,18 @@ int ctas_per_sm(int device) {
   constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
   if (max_smem_optin(device) < kSmem) return decode::ctas_per_sm<T, TKV, D, G>();
   int n = 0;
+#if EMBER_DECODE_KV2
+  if constexpr (std::is_same_v<T, TKV>) {
+    constexpr int kSmem2 = Smem2<D>::kBytes;
+    if (allow_dynamic_smem<decode_tc_kv2_kernel<T, D, G>>(kSmem2) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_tc_kv2_kernel<T, D, G>,
+                                                      kWarps * 32, kSmem2) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }
+#endif
   if (allow_dynamic_smem<decode_tc_kernel<T, TKV, D, G>>(kSmem) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_tc_kernel<T, TKV, D, G>, kWarps * 32,
                                                     kSmem) != cudaSuccess) {
@@ -574,6 +835,17 @@ template <typename T, typename TKV, int D, int G>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   constexpr int kSmem = Smem<D, sizeof(TKV)>::kBytes;
   if (max_smem_optin(p.device) < kSmem) return decode::launch<T, TKV, D, G>(p, stream);
+#if EMBER_DECODE_KV2
+  if constexpr (std::is_same_v<T, TKV>) {
+    if (p.grid > 0) {
+      const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
+      const cudaError_t err = launch_kernel<decode_tc_kv2_kernel<T, D, G>>(
+          grid, dim3(kWarps * 32), Smem2<D>::kBytes, stream, p.pdl, p.device, p);
+      if (err != cudaSuccess) return err;
+    }
+    return launch_merge<T, D>(p, stream);
+  }
+#endif
   if (p.grid > 0) {
     const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.grid));
     const cudaError_t err = launch_kernel<decode_tc_kernel<T, TKV, D, G>>(
