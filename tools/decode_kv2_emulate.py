@@ -11,7 +11,7 @@ the planted errors. Run it (python tools/decode_kv2_emulate.py) after any change
 layouts.
 """
 
-# ruff: noqa: E501, E741, N803, N806, PLR0912, PLR0913, PLR0915, PLR0917
+# ruff: noqa: E501, E741, N803, N806, PLR0912, PLR0915, PLR0917
 # (a model of the kernel in its own notation: D, G, lane `l`)
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from decode_fp8_emulate import ldmatrix_x4, mma_m16n8k16, pack2_half  # noqa: E402
+from decode_fp8_emulate import ldmatrix_x4, mma_m16n8k16, pack2_half
 
 KTILE2, KWARPS = 128, 4
 LOG2E = 1.4426950408889634
@@ -95,8 +95,15 @@ def run_cta(D, G, page, q, k_cache, v_cache, pages, kv_start, kv_end, sm_scale, 
                         addrs.append(swz(D, r, c))
                     b = ldmatrix_x4(k_smem, addrs, trans=False)
                     a = [qa[l][k] for l in range(32)]
-                    mma_m16n8k16(sc[2 * hh], a, [b[l][0] for l in range(32)], [b[l][1] for l in range(32)])
-                    mma_m16n8k16(sc[2 * hh + 1], a, [b[l][2] for l in range(32)], [b[l][3] for l in range(32)])
+                    mma_m16n8k16(
+                        sc[2 * hh], a, [b[l][0] for l in range(32)], [b[l][1] for l in range(32)]
+                    )
+                    mma_m16n8k16(
+                        sc[2 * hh + 1],
+                        a,
+                        [b[l][2] for l in range(32)],
+                        [b[l][3] for l in range(32)],
+                    )
             # online softmax, a thread's rows lane/4 (h 0) and lane/4 + 8 (h 1)
             mx = [[m[32 * w + l][0], m[32 * w + l][1]] for l in range(32)]
             for l in range(32):
@@ -161,8 +168,15 @@ def run_cta(D, G, page, q, k_cache, v_cache, pages, kv_start, kv_end, sm_scale, 
                         c = n + l // 16
                         addrs.append(swz(D, r, c))
                     b = ldmatrix_x4(v_smem, addrs, trans=True)
-                    mma_m16n8k16(o[w][n], pa[hh], [b[l][0] for l in range(32)], [b[l][1] for l in range(32)])
-                    mma_m16n8k16(o[w][n + 1], pa[hh], [b[l][2] for l in range(32)], [b[l][3] for l in range(32)])
+                    mma_m16n8k16(
+                        o[w][n], pa[hh], [b[l][0] for l in range(32)], [b[l][1] for l in range(32)]
+                    )
+                    mma_m16n8k16(
+                        o[w][n + 1],
+                        pa[hh],
+                        [b[l][2] for l in range(32)],
+                        [b[l][3] for l in range(32)],
+                    )
     # the warps' combine
     kO = D + 8
     so = np.zeros((KWARPS, 16, kO))
@@ -221,7 +235,9 @@ def main() -> int:
         err = check(D, G, page, length, start)
         good = err < 1e-2  # P in fp16, exact fp16 products in float64
         ok &= good
-        print(f"D={D} G={G} page={page} tokens [{start}, {length}): max err {err:.2e} (relative) {'ok' if good else 'FAIL'}")
+        print(
+            f"D={D} G={G} page={page} tokens [{start}, {length}): max err {err:.2e} (relative) {'ok' if good else 'FAIL'}"
+        )
     for bug in ("noswizzle_write", "warp16", "nomask", "swap_pa"):
         try:
             err = check(128, 8, 16, 300, bug=bug)
