@@ -172,6 +172,33 @@ __device__ __forceinline__ int swz8(int r, int c) {
 constexpr float kFp8Unscale = 256.f;
 constexpr float kBf16QScale = 0.0625f;
 
+// The warps' combine: each thread a set of the G x D outputs, from the warps' (max, sum, O) rows
+// in shared memory (so [warps][16][kOStride], sm and sl [warps][16]), written as in decode.cuh.
+template <typename T, int D, int G, int kOStride>
+__device__ __forceinline__ void combine_write(const Params& p, const float* so, const float* sm,
+                                              const float* sl, int req, int slot, int kv_head,
+                                              float v_scale) {
+  for (int idx = static_cast<int>(threadIdx.x); idx < G * D; idx += kWarps * 32) {
+    const int g = idx / D;
+    const int d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) mx = fmaxf(mx, sm[k * 16 + g]);
+    float sum = 0.f, acc = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) {
+        const float c = exp2f(sm[k * 16 + g] - mx);
+        sum += sl[k * 16 + g] * c;
+        acc += so[(k * 16 + g) * kOStride + d] * c;
+      }
+    }
+    const float out = sum > 0.f ? acc * v_scale / sum : 0.f;
+    const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
+    write_result<T, D>(p, req, slot, kv_head * G + g, d, out, lse);
+  }
+}
+
 template <typename T, typename TKV, int D, int G>
 __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     decode_tc_kernel(Params p) {
@@ -520,25 +547,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     }
   }
   __syncthreads();
-  for (int idx = tid; idx < G * D; idx += kWarps * 32) {
-    const int g = idx / D;
-    const int d = idx % D;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kWarps; ++k) mx = fmaxf(mx, sm[k * 16 + g]);
-    float sum = 0.f, acc = 0.f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) {
-        const float c = exp2f(sm[k * 16 + g] - mx);
-        sum += sl[k * 16 + g] * c;
-        acc += so[(k * 16 + g) * S::kOStride + d] * c;
-      }
-    }
-    const float out = sum > 0.f ? acc * v_scale / sum : 0.f;
-    const float lse = sum > 0.f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
-    write_result<T, D>(p, req, slot, kv_head * G + g, d, out, lse);
-  }
+  combine_write<T, D, G, S::kOStride>(p, so, sm, sl, req, slot, kv_head, v_scale);
 }
 
 #if EMBER_DECODE_KV2
@@ -669,6 +678,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) decode_tc_kv2_kernel(Params p)
     if (more) load_rows(k_smem, kb, p.k, tile + 1);
     cp_commit();  // K(tile + 1)
     // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
+    // NOTE: decode_tc_kernel's online softmax over four n-tiles instead of two. Kept apart on
+    // purpose until this A/B is measured: a shared helper (session 17) reordered the fp8 default
+    // kernel's registers, a SASS change no GPU run had covered. Whichever kernel wins, one goes.
     const int tok0 = kv_start + tile * kTile2 + row0 + (lane % 4) * 2;
     float mx[2] = {m[0], m[1]};
 #pragma unroll
@@ -764,25 +776,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) decode_tc_kv2_kernel(Params p)
     }
   }
   __syncthreads();
-  for (int idx = tid; idx < G * D; idx += kWarps * 32) {
-    const int g = idx / D;
-    const int d = idx % D;
-    float mxg = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kWarps; ++k) mxg = fmaxf(mxg, sm[k * 16 + g]);
-    float sum = 0.f, acc = 0.f;
-    if (mxg != -INFINITY) {
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) {
-        const float c = exp2f(sm[k * 16 + g] - mxg);
-        sum += sl[k * 16 + g] * c;
-        acc += so[(k * 16 + g) * S::kOStride + d] * c;
-      }
-    }
-    const float out = sum > 0.f ? acc * v_scale / sum : 0.f;
-    const float lse = sum > 0.f ? (mxg + log2f(sum)) * kLn2 : -INFINITY;
-    write_result<T, D>(p, req, slot, kv_head * G + g, d, out, lse);
-  }
+  combine_write<T, D, G, S::kOStride>(p, so, sm, sl, req, slot, kv_head, v_scale);
 }
 #endif  // EMBER_DECODE_KV2
 
