@@ -11,5 +11,8 @@ step() { if [ $((SECONDS + $1)) -gt 585 ]; then echo "== skipped at ${SECONDS}s:
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 EMBER_EXTRA_CUDA_FLAGS=-DEMBER_DECODE_KV2=1 tests kv2 220 tests/ops/test_decode.py -x
 step 170 probe1 && timeout 170 python3 tools/decode_probe.py --variants base,kv2,s2b --cases u256,u64,u128 --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe1.txt
+# The harness, side by side with FlashInfer's tensor-core path (CUPTI, rows in $OUT/bench.jsonl).
+step 130 harness && { EMBER_EXTRA_CUDA_FLAGS=-DEMBER_DECODE_KV2=1 bench kv2 60 decode --backends ember --shapes 256x1024x64x8x128x16 --dtypes bf16 --timing cupti
+  bench fi 70 decode --backends ember,flashinfer[tensor_cores] --shapes 256x1024x64x8x128x16 --dtypes bf16 --timing cupti; }
 step 120 probe2 && timeout 120 python3 tools/decode_probe.py --variants base,kv2 --cases small,page1,skew --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe2.txt
 echo "== done at ${SECONDS}s"
