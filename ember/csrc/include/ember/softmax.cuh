@@ -457,7 +457,10 @@ __global__ void __launch_bounds__(kLagThreads, 4) softmax_lag_kernel(SoftmaxPara
       if (t == 0) {
         uint32_t seen = 0;
         do {
-          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count + rb) : "memory");
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                       : "=r"(seen)
+                       : "l"(count + rb)
+                       : "memory");
         } while (seen != static_cast<uint32_t>(nch) + 1u);
         norm[i & 1] = __ldcg(finals + rb);
       }
@@ -467,8 +470,7 @@ __global__ void __launch_bounds__(kLagThreads, 4) softmax_lag_kernel(SoftmaxPara
       const int packs_b = chunk_length(p.vocab, kLagChunk, cb * kLagChunk) / kE;
       const Pack* src = reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
                                                       rb * p.logits_row_stride + cb * kLagChunk);
-      float4* dst =
-          reinterpret_cast<float4*>(p.probs + rb * p.probs_row_stride + cb * kLagChunk);
+      float4* dst = reinterpret_cast<float4*>(p.probs + rb * p.probs_row_stride + cb * kLagChunk);
       Pack b[kPacks];
 #pragma unroll
       for (int u = 0; u < kPacks; ++u) {
@@ -506,24 +508,41 @@ __global__ void __launch_bounds__(kLagThreads, 4) softmax_lag_kernel(SoftmaxPara
       const float m = block_reduce<true, kLagThreads>(st.m, scratch);
       const float s = block_reduce<false, kLagThreads>(
           st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-      if (t == 0) {
-        pairs[ja] = make_float2(m, s);
-        uint32_t old;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                     : "=r"(old) : "l"(count + ra) : "memory");
-        if (old == static_cast<uint32_t>(nch) - 1u) {  // the row's last chunk: combine its pairs
+      if (t < 32) {  // warp 0: lane 0 counts the job in; the row's last job's warp combines
+        uint32_t old = 0;
+        if (t == 0) {
+          pairs[ja] = make_float2(m, s);
+          asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                       : "=r"(old)
+                       : "l"(count + ra)
+                       : "memory");
+        }
+        old = __shfl_sync(0xffffffffu, old, 0);
+        __syncwarp();  // orders lane 0's acquire before the other lanes' reads of the pairs
+        if (old == static_cast<uint32_t>(nch) - 1u) {
           const float2* rp = pairs + ra * nch;
-          float gm = -INFINITY;
-          for (int64_t c = 0; c < nch; ++c) gm = fmaxf(gm, __ldcg(rp + c).x);
-          const float base = gm == -INFINITY ? 0.f : gm;
-          float gs = 0.f;
-          for (int64_t c = 0; c < nch; ++c) {
+          float gm = -INFINITY, gs = 0.f;  // the lane's pairs c = t, t + 32, ..., combined online
+          for (int64_t c = t; c < nch; c += 32) {
             const float2 q = __ldcg(rp + c);
-            gs += q.x == -INFINITY ? 0.f : q.y * exp2_approx(q.x - base);
+            if (q.x > gm) {
+              gs = gs * exp2_approx(gm - q.x);
+              gm = q.x;
+            }
+            gs += q.x == -INFINITY ? 0.f : q.y * exp2_approx(q.x - gm);
           }
-          finals[ra] = make_float2(base, 1.f / gs);
-          asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(count + ra),
-                       "r"(static_cast<uint32_t>(nch) + 1u) : "memory");
+          float row_m = gm;
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2)
+            row_m = fmaxf(row_m, __shfl_xor_sync(0xffffffffu, row_m, o));
+          float row_s = gm == -INFINITY ? 0.f : gs * exp2_approx(gm - row_m);
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) row_s += __shfl_xor_sync(0xffffffffu, row_s, o);
+          if (t == 0) {
+            finals[ra] = make_float2(row_m == -INFINITY ? 0.f : row_m, 1.f / row_s);
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(count + ra),
+                         "r"(static_cast<uint32_t>(nch) + 1u)
+                         : "memory");
+          }
         }
       }
     }
@@ -596,8 +615,8 @@ bool launch_lag(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
   // the counts start at 0 (the workspace comes in with any contents: torch.empty)
   err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
   if (err != cudaSuccess) return true;
-  err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(ctas)), dim3(kLagThreads), 0,
-                                   stream, p);
+  err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(ctas)), dim3(kLagThreads), 0, stream,
+                                   p);
   return true;
 }
 #endif
