@@ -279,20 +279,6 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
 // Below this many rows one round of 8-CTA clusters holds them all: nothing to balance.
 constexpr int64_t kGridMinRows = 48;
 
-#ifndef EMBER_SOFTMAX_LAG
-#define EMBER_SOFTMAX_LAG 0  // A/B, session 18: softmax_lag_kernel below (the lag in rounds)
-#endif
-#if EMBER_SOFTMAX_LAG
-constexpr int kLagThreads = 256;
-constexpr int kLagChunk = 4096;
-constexpr int kLagRounds = EMBER_SOFTMAX_LAG;
-static_assert(kLagRounds >= 1, "phase B needs its row's pairs from earlier rounds: L >= 1");
-
-__host__ __device__ inline int64_t lag_chunks(int64_t vocab) {
-  return (vocab + kLagChunk - 1) / kLagChunk;
-}
-#endif
-
 // The workspace softmax_grid_kernel takes for `rows` rows of `vocab` (32-bit words, any contents;
 // 0: it does not take these rows): an arrival count a row (padded to an even count), then a
 // (max, sum) pair a row and chunk.
@@ -300,9 +286,6 @@ inline int64_t grid_workspace_words(int64_t rows, int64_t vocab) {
   if (!EMBER_SOFTMAX_GRID || !EMBER_SOFTMAX_ONLINE || rows < kGridMinRows) return 0;
   const int64_t chunk = ((vocab + kSoftmaxCluster - 1) / kSoftmaxCluster + 7) / 8 * 8;
   if (chunk <= kPersistentMinChunk || chunk > kPersistentMaxChunk) return 0;
-#if EMBER_SOFTMAX_LAG
-  return (rows + 1) / 2 * 2 + 2 * rows + 2 * rows * lag_chunks(vocab);  // softmax_lag_kernel
-#endif
   return (rows + 1) / 2 * 2 + 2 * kSoftmaxCluster * rows;
 }
 
@@ -366,6 +349,12 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
 // pairs an exchange combined in one online pass): 128 x 128 256 fp32 42.59 us (twice) against
 // 40.96 / 41.02, bf16 36.80 against 37.66; 64 rows 23.46 / 20.51 against 23.04 / 20.39. More,
 // smaller CTAs an SM do not help: removed.
+// NOTE: measured (session 18, EMBER_SOFTMAX_LAG, removed; on an H100, CUPTI, same call): jobs of
+// 4 096 elements in 256-thread CTAs, 4 an SM, no lockstep exchange: each job publishes its (max,
+// sum) and counts in; L rounds later the CTA rereads its chunk from L2 and stores. 128 x 128 256
+// fp32 64.3 us (L = 1) / 68.5 (L = 2) against 49.7, bf16 66.2 / 59.9 against 41.0; 64 rows
+// 33.6 / 35.0 fp32 / bf16 (the default's 64-row run timed out). Reading every chunk twice, the
+// second time from L2, costs far more than the exchange it hides: removed.
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(SoftmaxParams p) {
   static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
@@ -398,157 +387,6 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     store_probs(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n, nz.x, nz.y);
   }
 }
-
-#if EMBER_SOFTMAX_LAG
-// EMBER_SOFTMAX_LAG=L (A/B, session 18, written, not yet run): the grid kernel's rows without its
-// lockstep. Every chunk of kLagChunk elements is a job (row-major); a persistent cooperative grid
-// of small CTAs (kLagThreads, several an SM) takes jobs blockIdx.x, + grid, ... and for each does
-// two phases L rounds apart: A reads the chunk from DRAM, reduces its (max, sum) and publishes it
-// (the row's last chunk combines the row's pairs into {base, 1 / sum}); B, L rounds later, waits
-// for that (by then long published), reads the chunk again — from L2, which holds the last L + 1
-// rounds' chunks (a round is 16 KB a CTA: ~8.7 MB at 4 CTAs an SM, fp32) — and writes its
-// probabilities (evict-first stores). A's loads of round i
-// are in flight during B of round i - L, no CTA waits on a peer in steady state, and nothing is
-// staged in shared memory. The logits cross DRAM once, the probabilities once; L2 serves the
-// second read. Why: every variant of the grid kernel (sessions 14-17) ran 8 CTAs a row in
-// phase (load, reduce, exchange, store) and stalled at ~3.2 TB/s on its exchange chain.
-
-// The workspace after the counts: a row's {base, 1 / sum}, then a (max, sum) pair a job.
-__device__ __forceinline__ float2* lag_finals(const SoftmaxParams& p) {
-  return reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kLagThreads, 4) softmax_lag_kernel(SoftmaxParams p) {
-  constexpr int kE = 16 / static_cast<int>(sizeof(T));
-  constexpr int kPacks = kLagChunk / kE / kLagThreads;  // 4 fp32, 2 16-bit
-  using Pack = Vec<T, kE>;
-  __shared__ float scratch[kLagThreads / 32];
-  __shared__ float2 norm[2];  // phase B's {base, 1 / sum}, double-buffered by iteration
-  const int t = static_cast<int>(threadIdx.x);
-  const int64_t nch = lag_chunks(p.vocab);
-  const int64_t jobs = p.rows * nch;
-  const int64_t grid = gridDim.x;
-  const int64_t rounds = blockIdx.x < jobs ? (jobs - blockIdx.x + grid - 1) / grid : 0;
-  uint32_t* count = p.grid_ws;
-  float2* finals = lag_finals(p);
-  float2* pairs = finals + p.rows;
-  auto row_scale = [&](int64_t row) {
-    return kLog2e / (p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature);
-  };
-  for (int64_t i = 0; i < rounds + kLagRounds; ++i) {
-    // Phase A's loads first: in flight from DRAM while phase B runs.
-    const bool has_a = i < rounds;
-    const int64_t ja = i * grid + blockIdx.x;
-    const int64_t ra = ja / nch, ca = ja % nch;
-    const int packs_a = has_a ? chunk_length(p.vocab, kLagChunk, ca * kLagChunk) / kE : 0;
-    Pack a[kPacks];
-    {
-      const Pack* src = reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
-                                                      ra * p.logits_row_stride + ca * kLagChunk);
-#pragma unroll
-      for (int u = 0; u < kPacks; ++u) {
-        if (t + u * kLagThreads < packs_a) a[u] = src[t + u * kLagThreads];
-      }
-    }
-    if (i >= kLagRounds && i - kLagRounds < rounds) {
-      const int64_t jb = (i - kLagRounds) * grid + blockIdx.x;
-      const int64_t rb = jb / nch, cb = jb % nch;
-      if (t == 0) {
-        uint32_t seen = 0;
-        do {
-          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-                       : "=r"(seen)
-                       : "l"(count + rb)
-                       : "memory");
-        } while (seen != static_cast<uint32_t>(nch) + 1u);
-        norm[i & 1] = __ldcg(finals + rb);
-      }
-      __syncthreads();
-      const float2 nz = norm[i & 1];
-      const float scale = row_scale(rb);
-      const int packs_b = chunk_length(p.vocab, kLagChunk, cb * kLagChunk) / kE;
-      const Pack* src = reinterpret_cast<const Pack*>(static_cast<const T*>(p.logits) +
-                                                      rb * p.logits_row_stride + cb * kLagChunk);
-      float4* dst = reinterpret_cast<float4*>(p.probs + rb * p.probs_row_stride + cb * kLagChunk);
-      Pack b[kPacks];
-#pragma unroll
-      for (int u = 0; u < kPacks; ++u) {
-        if (t + u * kLagThreads < packs_b) {  // last use: evict first from L2
-          const uint4 r = __ldlu(reinterpret_cast<const uint4*>(src + t + u * kLagThreads));
-          b[u] = *reinterpret_cast<const Pack*>(&r);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kPacks; ++u) {
-        const int idx = t + u * kLagThreads;
-        if (idx < packs_b) {
-          float v[kE];
-#pragma unroll
-          for (int j = 0; j < kE; ++j) {
-            v[j] = exp2_approx(to_float(b[u].v[j]) * scale - nz.x) * nz.y;
-          }
-#pragma unroll
-          for (int j = 0; j < kE; j += 4) {
-            __stcs(dst + idx * (kE / 4) + j / 4, make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]));
-          }
-        }
-      }
-    }
-    if (has_a) {
-      const float scale = row_scale(ra);
-      RowStats<> st;
-#pragma unroll
-      for (int u = 0; u < kPacks; ++u) {
-        if (t + u * kLagThreads < packs_a) {
-#pragma unroll
-          for (int j = 0; j < kE; ++j) st.add(to_float(a[u].v[j]) * scale);
-        }
-      }
-      const float m = block_reduce<true, kLagThreads>(st.m, scratch);
-      const float s = block_reduce<false, kLagThreads>(
-          st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-      if (t < 32) {  // warp 0: lane 0 counts the job in; the row's last job's warp combines
-        uint32_t old = 0;
-        if (t == 0) {
-          pairs[ja] = make_float2(m, s);
-          asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                       : "=r"(old)
-                       : "l"(count + ra)
-                       : "memory");
-        }
-        old = __shfl_sync(0xffffffffu, old, 0);
-        __syncwarp();  // orders lane 0's acquire before the other lanes' reads of the pairs
-        if (old == static_cast<uint32_t>(nch) - 1u) {
-          const float2* rp = pairs + ra * nch;
-          float gm = -INFINITY, gs = 0.f;  // the lane's pairs c = t, t + 32, ..., combined online
-          for (int64_t c = t; c < nch; c += 32) {
-            const float2 q = __ldcg(rp + c);
-            if (q.x > gm) {
-              gs = gs * exp2_approx(gm - q.x);
-              gm = q.x;
-            }
-            gs += q.x == -INFINITY ? 0.f : q.y * exp2_approx(q.x - gm);
-          }
-          float row_m = gm;
-#pragma unroll
-          for (int o = 16; o > 0; o /= 2)
-            row_m = fmaxf(row_m, __shfl_xor_sync(0xffffffffu, row_m, o));
-          float row_s = gm == -INFINITY ? 0.f : gs * exp2_approx(gm - row_m);
-#pragma unroll
-          for (int o = 16; o > 0; o /= 2) row_s += __shfl_xor_sync(0xffffffffu, row_s, o);
-          if (t == 0) {
-            finals[ra] = make_float2(row_m == -INFINITY ? 0.f : row_m, 1.f / row_s);
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(count + ra),
-                         "r"(static_cast<uint32_t>(nch) + 1u)
-                         : "memory");
-          }
-        }
-      }
-    }
-  }
-}
-#endif  // EMBER_SOFTMAX_LAG
 
 // NOTE: measured (session 16) and removed: softmax_bulk_kernel (EMBER_SOFTMAX_BULK), one CTA of
 // 1 024 threads an SM holding 3 fp32 / 6 bf16 raw chunks in shared memory, filled two / five rows
@@ -587,45 +425,8 @@ bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err
 
 // softmax_grid_kernel over the rows grid_workspace_words takes, given their workspace: a grid of
 // as many CTAs as fit at once (a multiple of 8); false: not launched.
-#if EMBER_SOFTMAX_LAG
-// softmax_lag_kernel over the rows grid_workspace_words takes: as many CTAs as fit at once (every
-// CTA resident: phase B waits on other CTAs' phase A), no more than there are jobs; false: not
-// launched (the probabilities not 16-byte aligned, or the occupancy query failed).
-template <typename T>
-bool launch_lag(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-  constexpr auto kernel = softmax_lag_kernel<T>;
-  if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
-  if (reinterpret_cast<uintptr_t>(p.probs) % 16 != 0 || p.probs_row_stride % 4 != 0) return false;
-  constexpr int kMaxDevices = 64;
-  static int per_sm_of[kMaxDevices] = {};  // resident CTAs an SM (-1: the query failed)
-  if (p.device < 0 || p.device >= kMaxDevices) return false;
-  if (per_sm_of[p.device] == 0) {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kLagThreads, 0) !=
-        cudaSuccess) {
-      per_sm = -1;
-    }
-    cudaGetLastError();
-    per_sm_of[p.device] = per_sm > 0 ? per_sm : -1;
-  }
-  const int64_t jobs = p.rows * lag_chunks(p.vocab);
-  int64_t ctas = static_cast<int64_t>(per_sm_of[p.device]) * stream_grid(p.device);
-  if (ctas <= 0 || lag_chunks(p.vocab) > ctas) return false;
-  if (ctas > jobs) ctas = jobs;
-  // the counts start at 0 (the workspace comes in with any contents: torch.empty)
-  err = cudaMemsetAsync(p.grid_ws, 0, static_cast<size_t>(p.rows) * sizeof(uint32_t), stream);
-  if (err != cudaSuccess) return true;
-  err = launch_cooperative<kernel>(dim3(static_cast<unsigned>(ctas)), dim3(kLagThreads), 0, stream,
-                                   p);
-  return true;
-}
-#endif
-
 template <typename T>
 bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-#if EMBER_SOFTMAX_LAG
-  return launch_lag<T>(p, stream, err);
-#endif
   constexpr auto kernel = softmax_grid_kernel<T>;
   if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
   const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float);
