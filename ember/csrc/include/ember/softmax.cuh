@@ -388,6 +388,122 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   }
 }
 
+// EMBER_SOFTMAX_REG=1 (A/B, off): softmax_grid_kernel's rows, CTAs and exchange, with the roles of
+// registers and shared memory swapped. The next row's chunk lands raw in shared memory by
+// cp.async (each thread copies the packs it will read itself, so no barrier guards the landing
+// zone), and the current row lives in registers as 2^(x - m_t), m_t the thread's own maximum:
+// one ex2 a value (the grid kernel's staging and store pass take two or more), and the store pass
+// is one multiply a value by the thread's factor 2^(m_t - base) / sum. The next row's copies are
+// issued as soon as the thread has read its packs, before any arithmetic on the current row.
+// A pack is 4 values whatever the dtype (16 bytes of fp32, 8 of bf16 / fp16), so each warp's
+// loads and its 16-byte output stores are contiguous.
+#ifndef EMBER_SOFTMAX_REG
+#define EMBER_SOFTMAX_REG 0
+#endif
+// Pack i (4 values) of a raw chunk in shared memory, as fp32: one 16- or 8-byte shared load.
+__device__ __forceinline__ void load_pack4(const float* landing, int i, float (&x)[4]) {
+  const float4 w = reinterpret_cast<const float4*>(landing)[i];
+  x[0] = w.x;
+  x[1] = w.y;
+  x[2] = w.z;
+  x[3] = w.w;
+}
+template <typename T16>
+__device__ __forceinline__ void load_pack4(const T16* landing, int i, float (&x)[4]) {
+  const uint2 w = reinterpret_cast<const uint2*>(landing)[i];
+  const uint32_t h[4] = {w.x & 0xffffu, w.x >> 16, w.y & 0xffffu, w.y >> 16};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) x[j] = to_float(T16{static_cast<uint16_t>(h[j])});
+}
+__device__ __forceinline__ void store_v4(float* dst, float a, float b, float c, float d) {
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "f"(a), "f"(b), "f"(c),
+               "f"(d)
+               : "memory");
+}
+template <typename T>
+__global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(SoftmaxParams p) {
+  static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
+                "softmax_reg_kernel exchanges online (max, sum) pairs");
+  constexpr int C = kSoftmaxCluster;
+  constexpr int kBytes = 4 * static_cast<int>(sizeof(T));  // a pack's
+  constexpr int kPacks = kPersistentMaxChunk / 4 / kSoftmaxThreads;
+  constexpr int kV = kPacks * 4;  // values a thread holds (32)
+  extern __shared__ __align__(16) unsigned char landing_raw[];  // [chunk] raw logits
+  T* landing = reinterpret_cast<T*>(landing_raw);
+  __shared__ float scratch[kSoftmaxThreads / 32];
+  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
+  uint32_t* arrived = p.grid_ws;
+  float2* pairs = grid_pairs(p);
+  const int rank = static_cast<int>(blockIdx.x % C);
+  const int64_t groups = gridDim.x / C;
+  const int t = static_cast<int>(threadIdx.x);
+  const int64_t begin = static_cast<int64_t>(rank) * p.chunk;
+  const int packs = chunk_length(p.vocab, p.chunk, begin) / 4;  // (p.vec: n % 8 == 0)
+  auto issue = [&](int64_t r) {
+    const char* src = reinterpret_cast<const char*>(static_cast<const T*>(p.logits) +
+                                                    r * p.logits_row_stride + begin);
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      const int i = t + u * kSoftmaxThreads;
+      if (i < packs) {
+        if constexpr (kBytes == 16) {
+          cp_async16(smem_u32(landing_raw + i * kBytes), src + i * kBytes);
+        } else {
+          cp_async8(smem_u32(landing_raw + i * kBytes), src + i * kBytes);
+        }
+      }
+    }
+    cp_commit();
+  };
+  int64_t row = blockIdx.x / C;
+  if (row < p.rows) issue(row);
+  for (; row < p.rows; row += groups) {
+    const float t_row = p.temperature != nullptr ? p.temperature[row] : p.scalar_temperature;
+    const float scale = kLog2e / t_row;
+    float v[kV];
+    cp_wait<0>();  // this thread's own copies of the row have landed
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      const int i = t + u * kSoftmaxThreads;
+      float x[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+      if (i < packs) {
+        load_pack4(landing, i, x);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[j] *= scale;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[u * 4 + j] = x[j];
+    }
+    if (row + groups < p.rows) issue(row + groups);  // in flight while this row finishes
+    float mt = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kV; ++k) mt = fmaxf(mt, v[k]);
+    const float mref = mt == -INFINITY ? 0.f : mt;  // (a thread of only -inf: every 2^x is 0)
+    float st = 0.f;
+#pragma unroll
+    for (int k = 0; k < kV; ++k) {
+      v[k] = exp2_approx(v[k] - mref);
+      st += v[k];
+    }
+    const float m = block_reduce<true>(mt, scratch);
+    const float s = block_reduce<false>(mt == -INFINITY ? 0.f : st * exp2_approx(mt - m), scratch);
+    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
+    __syncthreads();
+    const float2 nz = norm;
+    // 2^(x - base) / sum = 2^(x - mt) * 2^(mt - base) / sum; a thread of only -inf takes
+    // 2^(-inf) = 0 (NaN when the whole row is -inf and the sum is 0, as documented)
+    const float f = exp2_approx(mt - nz.x) * nz.y;
+    float* out = p.probs + row * p.probs_row_stride + begin;
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      const int i = t + u * kSoftmaxThreads;
+      if (i < packs) {
+        store_v4(out + i * 4, v[u * 4] * f, v[u * 4 + 1] * f, v[u * 4 + 2] * f, v[u * 4 + 3] * f);
+      }
+    }
+  }
+}
+
 // NOTE: measured (session 16) and removed: softmax_bulk_kernel (EMBER_SOFTMAX_BULK), one CTA of
 // 1 024 threads an SM holding 3 fp32 / 6 bf16 raw chunks in shared memory, filled two / five rows
 // ahead by cp.async.bulk on mbarriers: 54.7 us fp32 / 53.2 bf16 at 128 x 128 256 against 40.9 /
@@ -423,13 +539,28 @@ bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err
   return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
 }
 
+// The kernel launch_grid launches (only that one instantiated).
+template <typename T>
+constexpr auto grid_kernel() {
+  if constexpr (EMBER_SOFTMAX_REG != 0) {
+    return softmax_reg_kernel<T>;
+  } else {
+    return softmax_grid_kernel<T>;
+  }
+}
+
 // softmax_grid_kernel over the rows grid_workspace_words takes, given their workspace: a grid of
 // as many CTAs as fit at once (a multiple of 8); false: not launched.
 template <typename T>
 bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-  constexpr auto kernel = softmax_grid_kernel<T>;
+  // (softmax_reg_kernel stores 16 bytes at a time: it takes 16-byte aligned output rows)
+  constexpr bool kReg = EMBER_SOFTMAX_REG != 0;
+  constexpr auto kernel = grid_kernel<T>();
   if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
-  const size_t smem = static_cast<size_t>(p.chunk) * sizeof(float);
+  if (kReg && (reinterpret_cast<uintptr_t>(p.probs) % 16 != 0 || p.probs_row_stride % 4 != 0)) {
+    return false;
+  }
+  const size_t smem = static_cast<size_t>(p.chunk) * (kReg ? sizeof(T) : sizeof(float));
   constexpr int kMaxDevices = 64;
   static int key_of[kMaxDevices] = {};
   static int per_sm_of[kMaxDevices] = {};  // resident CTAs an SM at that chunk
