@@ -416,8 +416,7 @@ __device__ __forceinline__ void load_pack4(const T16* landing, int i, float (&x)
   for (int j = 0; j < 4; ++j) x[j] = to_float(T16{static_cast<uint16_t>(h[j])});
 }
 __device__ __forceinline__ void store_v4(float* dst, float a, float b, float c, float d) {
-  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "f"(a), "f"(b), "f"(c),
-               "f"(d)
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "f"(a), "f"(b), "f"(c), "f"(d)
                : "memory");
 }
 template <typename T>
@@ -427,7 +426,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
   constexpr int C = kSoftmaxCluster;
   constexpr int kBytes = 4 * static_cast<int>(sizeof(T));  // a pack's
   constexpr int kPacks = kPersistentMaxChunk / 4 / kSoftmaxThreads;
-  constexpr int kV = kPacks * 4;  // values a thread holds (32)
+  constexpr int kV = kPacks * 4;                                // values a thread holds (32)
   extern __shared__ __align__(16) unsigned char landing_raw[];  // [chunk] raw logits
   T* landing = reinterpret_cast<T*>(landing_raw);
   __shared__ float scratch[kSoftmaxThreads / 32];
