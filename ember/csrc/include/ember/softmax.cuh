@@ -397,6 +397,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
 // issued as soon as the thread has read its packs, before any arithmetic on the current row.
 // A pack is 4 values whatever the dtype (16 bytes of fp32, 8 of bf16 / fp16), so each warp's
 // loads and its 16-byte output stores are contiguous.
+// EMBER_SOFTMAX_REG=2: the same, with the CTA's (max, sum) reduced as pairs in one pass.
 #ifndef EMBER_SOFTMAX_REG
 #define EMBER_SOFTMAX_REG 0
 #endif
@@ -419,6 +420,13 @@ __device__ __forceinline__ void store_v4(float* dst, float a, float b, float c, 
   asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "f"(a), "f"(b), "f"(c), "f"(d)
                : "memory");
 }
+// (m, s) += (m2, s2), s a sum of 2^(x - m); a pair of maximum -inf is empty (its sum 0).
+__device__ __forceinline__ void pair_add(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;
+  s = s * exp2_approx(m - mm) + s2 * exp2_approx(m2 - mm);
+  m = mm;
+}
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(SoftmaxParams p) {
   static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
@@ -430,7 +438,8 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
   extern __shared__ __align__(16) unsigned char landing_raw[];  // [chunk] raw logits
   T* landing = reinterpret_cast<T*>(landing_raw);
   __shared__ float scratch[kSoftmaxThreads / 32];
-  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
+  __shared__ float2 wpairs[kSoftmaxThreads / 32];  // (EMBER_SOFTMAX_REG=2) a warp's (max, sum)
+  __shared__ float2 norm;                          // the row's {base, 1 / sum}, from thread 0
   uint32_t* arrived = p.grid_ws;
   float2* pairs = grid_pairs(p);
   const int rank = static_cast<int>(blockIdx.x % C);
@@ -484,9 +493,32 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
       v[k] = exp2_approx(v[k] - mref);
       st += v[k];
     }
-    const float m = block_reduce<true>(mt, scratch);
-    const float s = block_reduce<false>(mt == -INFINITY ? 0.f : st * exp2_approx(mt - m), scratch);
-    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
+    if constexpr (EMBER_SOFTMAX_REG == 2) {
+      // the (max, sum) pairs reduced in one pass, warps then warp 0: two barriers a row, not five
+      float pm = mt, ps = st;
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) {
+        pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
+      }
+      if (t % 32 == 0) wpairs[t / 32] = make_float2(pm, ps);
+      __syncthreads();
+      if (t < 32) {
+        const float2 w = t < kSoftmaxThreads / 32 ? wpairs[t] : make_float2(-INFINITY, 0.f);
+        pm = w.x;
+        ps = w.y;
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) {
+          pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o),
+                   __shfl_xor_sync(0xffffffffu, ps, o));
+        }
+        if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, pm, ps);
+      }
+    } else {
+      const float m = block_reduce<true>(mt, scratch);
+      const float s =
+          block_reduce<false>(mt == -INFINITY ? 0.f : st * exp2_approx(mt - m), scratch);
+      if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
+    }
     __syncthreads();
     const float2 nz = norm;
     // 2^(x - base) / sum = 2^(x - mt) * 2^(mt - base) / sum; a thread of only -inf takes
