@@ -355,6 +355,41 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
 // fp32 64.3 us (L = 1) / 68.5 (L = 2) against 49.7, bf16 66.2 / 59.9 against 41.0; 64 rows
 // 33.6 / 35.0 fp32 / bf16 (the default's 64-row run timed out). Reading every chunk twice, the
 // second time from L2, costs far more than the exchange it hides: removed.
+// (m, s) += (m2, s2), s a sum of 2^(x - m); a pair of maximum -inf is empty (its sum 0).
+__device__ __forceinline__ void pair_add(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;
+  s = s * exp2_approx(m - mm) + s2 * exp2_approx(m2 - mm);
+  m = mm;
+}
+// A CTA's threads' (max, sum) pairs reduced in one pass (warps by shuffles, then warp 0), and
+// thread 0's exchange (grid_normalizer) into `norm`; the caller's barrier publishes it. One
+// barrier here, against three for two block_reduce calls.
+__device__ __forceinline__ void pair_normalizer(float pm, float ps, float2* wpairs, float2& norm,
+                                                uint32_t* count, float2* pairs, int rank) {
+  const int t = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
+  }
+  if (t % 32 == 0) wpairs[t / 32] = make_float2(pm, ps);
+  __syncthreads();
+  if (t < 32) {
+    const float2 w = t < kSoftmaxThreads / 32 ? wpairs[t] : make_float2(-INFINITY, 0.f);
+    pm = w.x;
+    ps = w.y;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+      pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
+    }
+    if (t == 0) norm = grid_normalizer(count, pairs, rank, pm, ps);
+  }
+}
+
+// EMBER_SOFTMAX_PAIRS=1 (A/B, off): softmax_grid_kernel reduces with pair_normalizer.
+#ifndef EMBER_SOFTMAX_PAIRS
+#define EMBER_SOFTMAX_PAIRS 0
+#endif
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(SoftmaxParams p) {
   static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
@@ -362,7 +397,8 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   constexpr int C = kSoftmaxCluster;
   extern __shared__ __align__(16) float row_smem[];  // [chunk] values
   __shared__ float scratch[kSoftmaxThreads / 32];
-  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
+  __shared__ float2 norm;                          // the row's {base, 1 / sum}, from thread 0
+  __shared__ float2 wpairs[kSoftmaxThreads / 32];  // (EMBER_SOFTMAX_PAIRS) a warp's (max, sum)
   uint32_t* arrived = p.grid_ws;
   float2* pairs = grid_pairs(p);
   const int rank = static_cast<int>(blockIdx.x % C);
@@ -378,10 +414,14 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     __syncthreads();  // the previous row's store pass is done reading row_smem
     chunk.stage(row_smem, scale, st);
     if (row + groups < p.rows) chunk.issue(row + groups);  // in flight while this row finishes
-    const float m = block_reduce<true>(st.m, scratch);     // (its barrier also publishes row_smem)
-    const float s =
-        block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
+    if constexpr (EMBER_SOFTMAX_PAIRS != 0) {              // (its barrier also publishes row_smem)
+      pair_normalizer(st.m, st.s, wpairs, norm, arrived + row, pairs + row * C, rank);
+    } else {
+      const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
+      const float s =
+          block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
+      if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
+    }
     __syncthreads();
     const float2 nz = norm;
     store_probs(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n, nz.x, nz.y);
@@ -419,13 +459,6 @@ __device__ __forceinline__ void load_pack4(const T16* landing, int i, float (&x)
 __device__ __forceinline__ void store_v4(float* dst, float a, float b, float c, float d) {
   asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "f"(a), "f"(b), "f"(c), "f"(d)
                : "memory");
-}
-// (m, s) += (m2, s2), s a sum of 2^(x - m); a pair of maximum -inf is empty (its sum 0).
-__device__ __forceinline__ void pair_add(float& m, float& s, float m2, float s2) {
-  const float mm = fmaxf(m, m2);
-  if (mm == -INFINITY) return;
-  s = s * exp2_approx(m - mm) + s2 * exp2_approx(m2 - mm);
-  m = mm;
 }
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(SoftmaxParams p) {
@@ -494,25 +527,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
       st += v[k];
     }
     if constexpr (EMBER_SOFTMAX_REG == 2) {
-      // the (max, sum) pairs reduced in one pass, warps then warp 0: two barriers a row, not five
-      float pm = mt, ps = st;
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) {
-        pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
-      }
-      if (t % 32 == 0) wpairs[t / 32] = make_float2(pm, ps);
-      __syncthreads();
-      if (t < 32) {
-        const float2 w = t < kSoftmaxThreads / 32 ? wpairs[t] : make_float2(-INFINITY, 0.f);
-        pm = w.x;
-        ps = w.y;
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2) {
-          pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o),
-                   __shfl_xor_sync(0xffffffffu, ps, o));
-        }
-        if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, pm, ps);
-      }
+      pair_normalizer(mt, st, wpairs, norm, arrived + row, pairs + row * C, rank);
     } else {
       const float m = block_reduce<true>(mt, scratch);
       const float s =
