@@ -40,9 +40,8 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: rope_spec("bf16"), ("EMBER_ROPE_STATIC=0",)),
     (paged_spec, ("EMBER_MERGE_VEC=0",)),
     (lambda: sampling_spec("fp32"), ("EMBER_FILTER_STREAM=0",)),
-    (lambda: sampling_spec("bf16"), ("EMBER_SOFTMAX_REG=1",)),
-    (lambda: sampling_spec("fp32"), ("EMBER_SOFTMAX_REG=2",)),
-    (lambda: sampling_spec("fp32"), ("EMBER_SOFTMAX_PAIRS=1",)),
+    (lambda: sampling_spec("bf16"), ("EMBER_SOFTMAX_REG=0",)),
+    (lambda: sampling_spec("fp32"), ("EMBER_SOFTMAX_REG=1",)),
     (
         lambda: sampling_spec("fp32"),
         (

@@ -386,10 +386,10 @@ __device__ __forceinline__ void pair_normalizer(float pm, float ps, float2* wpai
   }
 }
 
-// EMBER_SOFTMAX_PAIRS=1 (A/B, off): softmax_grid_kernel reduces with pair_normalizer.
-#ifndef EMBER_SOFTMAX_PAIRS
-#define EMBER_SOFTMAX_PAIRS 0
-#endif
+// NOTE: measured (session 19, an H100, CUPTI, interleaved): softmax_grid_kernel reducing with
+// pair_normalizer (three barriers a row instead of six) ran 49.89 / 49.98 us at 128 x 128 256 fp32
+// against 50.08 / 49.98, bf16 42.02 / 41.98 against 41.70 / 41.83: a tie, so it keeps its
+// block_reduce pair.
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(SoftmaxParams p) {
   static_assert(EMBER_SOFTMAX_ONLINE || sizeof(T) == 0,  // (dependent: checked if instantiated)
@@ -397,8 +397,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
   constexpr int C = kSoftmaxCluster;
   extern __shared__ __align__(16) float row_smem[];  // [chunk] values
   __shared__ float scratch[kSoftmaxThreads / 32];
-  __shared__ float2 norm;                          // the row's {base, 1 / sum}, from thread 0
-  __shared__ float2 wpairs[kSoftmaxThreads / 32];  // (EMBER_SOFTMAX_PAIRS) a warp's (max, sum)
+  __shared__ float2 norm;  // the row's {base, 1 / sum}, from thread 0
   uint32_t* arrived = p.grid_ws;
   float2* pairs = grid_pairs(p);
   const int rank = static_cast<int>(blockIdx.x % C);
@@ -414,32 +413,33 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     __syncthreads();  // the previous row's store pass is done reading row_smem
     chunk.stage(row_smem, scale, st);
     if (row + groups < p.rows) chunk.issue(row + groups);  // in flight while this row finishes
-    if constexpr (EMBER_SOFTMAX_PAIRS != 0) {              // (its barrier also publishes row_smem)
-      pair_normalizer(st.m, st.s, wpairs, norm, arrived + row, pairs + row * C, rank);
-    } else {
-      const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
-      const float s =
-          block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-      if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
-    }
+    const float m = block_reduce<true>(st.m, scratch);     // (its barrier also publishes row_smem)
+    const float s =
+        block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
+    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
     __syncthreads();
     const float2 nz = norm;
     store_probs(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n, nz.x, nz.y);
   }
 }
 
-// EMBER_SOFTMAX_REG=1 (A/B, off): softmax_grid_kernel's rows, CTAs and exchange, with the roles of
-// registers and shared memory swapped. The next row's chunk lands raw in shared memory by
-// cp.async (each thread copies the packs it will read itself, so no barrier guards the landing
-// zone), and the current row lives in registers as 2^(x - m_t), m_t the thread's own maximum:
-// one ex2 a value (the grid kernel's staging and store pass take two or more), and the store pass
-// is one multiply a value by the thread's factor 2^(m_t - base) / sum. The next row's copies are
-// issued as soon as the thread has read its packs, before any arithmetic on the current row.
-// A pack is 4 values whatever the dtype (16 bytes of fp32, 8 of bf16 / fp16), so each warp's
-// loads and its 16-byte output stores are contiguous.
-// EMBER_SOFTMAX_REG=2: the same, with the CTA's (max, sum) reduced as pairs in one pass.
+// softmax_reg_kernel: softmax_grid_kernel's rows, CTAs and exchange, with the roles of registers
+// and shared memory swapped. The next row's chunk lands raw in shared memory by cp.async (each
+// thread copies the packs it will read itself, so no barrier guards the landing zone), and the
+// current row lives in registers as 2^(x - m_t), m_t the thread's own maximum: one ex2 a value
+// (the grid kernel's staging and store pass take two or more), and the store pass is one
+// multiply a value by the thread's factor 2^(m_t - base) / sum. The next row's copies are issued
+// as soon as the thread has read its packs, before any arithmetic on the current row; the CTA's
+// (max, sum) pairs reduce in one pass (pair_normalizer). A pack is 4 values whatever the dtype
+// (16 bytes of fp32, 8 of bf16 / fp16), so each warp's loads and 16-byte stores are contiguous.
+// Which rows take it (EMBER_SOFTMAX_REG): 2 (default) 16-bit logits, 1 every dtype, 0 none.
+// NOTE: measured (session 19, an H100, CUPTI, against softmax_grid_kernel in the same call,
+// notes/act.md): 128 x 128 256 bf16 38.91 / 38.24 us against 41.70 / 41.83, 64 rows 21.09 /
+// 20.96 against 22.72 / 22.88; fp32 53.73 / 53.34 against 50.08 / 49.98 (64 rows 31.0 against
+// 28.0), hence 16-bit only. The first form, with two block_reduce calls (five barriers a row),
+// ran fp32 58.2 and bf16 38.6-39.0.
 #ifndef EMBER_SOFTMAX_REG
-#define EMBER_SOFTMAX_REG 0
+#define EMBER_SOFTMAX_REG 2
 #endif
 // Pack i (4 values) of a raw chunk in shared memory, as fp32: one 16- or 8-byte shared load.
 __device__ __forceinline__ void load_pack4(const float* landing, int i, float (&x)[4]) {
@@ -471,7 +471,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
   extern __shared__ __align__(16) unsigned char landing_raw[];  // [chunk] raw logits
   T* landing = reinterpret_cast<T*>(landing_raw);
   __shared__ float scratch[kSoftmaxThreads / 32];
-  __shared__ float2 wpairs[kSoftmaxThreads / 32];  // (EMBER_SOFTMAX_REG=2) a warp's (max, sum)
+  __shared__ float2 wpairs[kSoftmaxThreads / 32];  // a warp's (max, sum)
   __shared__ float2 norm;                          // the row's {base, 1 / sum}, from thread 0
   uint32_t* arrived = p.grid_ws;
   float2* pairs = grid_pairs(p);
@@ -526,14 +526,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
       v[k] = exp2_approx(v[k] - mref);
       st += v[k];
     }
-    if constexpr (EMBER_SOFTMAX_REG == 2) {
-      pair_normalizer(mt, st, wpairs, norm, arrived + row, pairs + row * C, rank);
-    } else {
-      const float m = block_reduce<true>(mt, scratch);
-      const float s =
-          block_reduce<false>(mt == -INFINITY ? 0.f : st * exp2_approx(mt - m), scratch);
-      if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
-    }
+    pair_normalizer(mt, st, wpairs, norm, arrived + row, pairs + row * C, rank);
     __syncthreads();
     const float2 nz = norm;
     // 2^(x - base) / sum = 2^(x - mt) * 2^(mt - base) / sum; a thread of only -inf takes
@@ -585,10 +578,13 @@ bool launch_narrow(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err
   return q.chunk <= kPersistentMaxChunk && launch_persistent<T, C>(q, stream, err);
 }
 
+// Whether launch_grid takes softmax_reg_kernel for logits of type T (EMBER_SOFTMAX_REG).
+template <typename T>
+constexpr bool kRegRows = EMBER_SOFTMAX_REG == 1 || (EMBER_SOFTMAX_REG == 2 && sizeof(T) == 2);
 // The kernel launch_grid launches (only that one instantiated).
 template <typename T>
 constexpr auto grid_kernel() {
-  if constexpr (EMBER_SOFTMAX_REG != 0) {
+  if constexpr (kRegRows<T>) {
     return softmax_reg_kernel<T>;
   } else {
     return softmax_grid_kernel<T>;
@@ -600,7 +596,7 @@ constexpr auto grid_kernel() {
 template <typename T>
 bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
   // (softmax_reg_kernel stores 16 bytes at a time: it takes 16-byte aligned output rows)
-  constexpr bool kReg = EMBER_SOFTMAX_REG != 0;
+  constexpr bool kReg = kRegRows<T>;
   constexpr auto kernel = grid_kernel<T>();
   if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
   if (kReg && (reinterpret_cast<uintptr_t>(p.probs) % 16 != 0 || p.probs_row_stride % 4 != 0)) {
