@@ -143,7 +143,8 @@ def softmax(logits: Any, temperature: Any = None, *, out: Any = None) -> Any:
 
 
 def _softmax_workspace(logits: Any, words: int) -> Any:
-    """The int32 workspace softmax_grid_kernel takes (``words`` from the module: 48 or more rows
+    """The int32 workspace of the grid softmax (``softmax_grid_kernel`` for fp32 logits,
+    ``softmax_reg_kernel`` for 16-bit ones; ``words`` from the module: 48 or more rows
     of about 114 700-131 072 elements), or None. Uninitialised: the binding zeroes the counts
     with ``cudaMemsetAsync`` before the launch (a graph captures it with the kernel). One a call,
     from the caching allocator, so that concurrent streams never share one."""
