@@ -272,6 +272,7 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kSoftmaxThreads, 2)
 // cluster kernel in the same call): 128 x 128 256 fp32 42.3 -> 40.7 us, bf16 38.1 -> 37.0; 96
 // rows fp32 34.4 -> 31.7; 64 rows fp32 25.2 -> 22.8, bf16 22.4 -> 20.4 (predicted 34-36 us at
 // 128 rows: the exchange costs more than the cluster barrier did; notes/act.md, "Session 14").
+// 16-bit logits take softmax_reg_kernel instead (the same grid and exchange; EMBER_SOFTMAX_REG).
 // EMBER_SOFTMAX_GRID=0 keeps the cluster kernel for these rows (A/B).
 #ifndef EMBER_SOFTMAX_GRID
 #define EMBER_SOFTMAX_GRID 1
@@ -355,37 +356,6 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
 // fp32 64.3 us (L = 1) / 68.5 (L = 2) against 49.7, bf16 66.2 / 59.9 against 41.0; 64 rows
 // 33.6 / 35.0 fp32 / bf16 (the default's 64-row run timed out). Reading every chunk twice, the
 // second time from L2, costs far more than the exchange it hides: removed.
-// (m, s) += (m2, s2), s a sum of 2^(x - m); a pair of maximum -inf is empty (its sum 0).
-__device__ __forceinline__ void pair_add(float& m, float& s, float m2, float s2) {
-  const float mm = fmaxf(m, m2);
-  if (mm == -INFINITY) return;
-  s = s * exp2_approx(m - mm) + s2 * exp2_approx(m2 - mm);
-  m = mm;
-}
-// A CTA's threads' (max, sum) pairs reduced in one pass (warps by shuffles, then warp 0), and
-// thread 0's exchange (grid_normalizer) into `norm`; the caller's barrier publishes it. One
-// barrier here, against three for two block_reduce calls.
-__device__ __forceinline__ void pair_normalizer(float pm, float ps, float2* wpairs, float2& norm,
-                                                uint32_t* count, float2* pairs, int rank) {
-  const int t = static_cast<int>(threadIdx.x);
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) {
-    pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
-  }
-  if (t % 32 == 0) wpairs[t / 32] = make_float2(pm, ps);
-  __syncthreads();
-  if (t < 32) {
-    const float2 w = t < kSoftmaxThreads / 32 ? wpairs[t] : make_float2(-INFINITY, 0.f);
-    pm = w.x;
-    ps = w.y;
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
-      pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
-    }
-    if (t == 0) norm = grid_normalizer(count, pairs, rank, pm, ps);
-  }
-}
-
 // NOTE: measured (session 19, an H100, CUPTI, interleaved): softmax_grid_kernel reducing with
 // pair_normalizer (three barriers a row instead of six) ran 49.89 / 49.98 us at 128 x 128 256 fp32
 // against 50.08 / 49.98, bf16 42.02 / 41.98 against 41.70 / 41.83: a tie, so it keeps its
@@ -420,6 +390,37 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     __syncthreads();
     const float2 nz = norm;
     store_probs(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n, nz.x, nz.y);
+  }
+}
+
+// (m, s) += (m2, s2), s a sum of 2^(x - m); a pair of maximum -inf is empty (its sum 0).
+__device__ __forceinline__ void pair_add(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;
+  s = s * exp2_approx(m - mm) + s2 * exp2_approx(m2 - mm);
+  m = mm;
+}
+// A CTA's threads' (max, sum) pairs reduced in one pass (warps by shuffles, then warp 0), and
+// thread 0's exchange (grid_normalizer) into `norm`; the caller's barrier publishes it. One
+// barrier here, against three for two block_reduce calls.
+__device__ __forceinline__ void pair_normalizer(float pm, float ps, float2* wpairs, float2& norm,
+                                                uint32_t* count, float2* pairs, int rank) {
+  const int t = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
+  }
+  if (t % 32 == 0) wpairs[t / 32] = make_float2(pm, ps);
+  __syncthreads();
+  if (t < 32) {
+    const float2 w = t < kSoftmaxThreads / 32 ? wpairs[t] : make_float2(-INFINITY, 0.f);
+    pm = w.x;
+    ps = w.y;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+      pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
+    }
+    if (t == 0) norm = grid_normalizer(count, pairs, rank, pm, ps);
   }
 }
 
@@ -470,7 +471,6 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
   constexpr int kV = kPacks * 4;                                // values a thread holds (32)
   extern __shared__ __align__(16) unsigned char landing_raw[];  // [chunk] raw logits
   T* landing = reinterpret_cast<T*>(landing_raw);
-  __shared__ float scratch[kSoftmaxThreads / 32];
   __shared__ float2 wpairs[kSoftmaxThreads / 32];  // a warp's (max, sum)
   __shared__ float2 norm;                          // the row's {base, 1 / sum}, from thread 0
   uint32_t* arrived = p.grid_ws;
@@ -591,14 +591,16 @@ constexpr auto grid_kernel() {
   }
 }
 
-// softmax_grid_kernel over the rows grid_workspace_words takes, given their workspace: a grid of
-// as many CTAs as fit at once (a multiple of 8); false: not launched.
+// grid_kernel<T>() (softmax_grid_kernel, or softmax_reg_kernel for 16-bit logits) over the rows
+// grid_workspace_words takes, given their workspace: a grid of as many CTAs as fit at once (a
+// multiple of 8); false: not launched.
 template <typename T>
 bool launch_grid(const SoftmaxParams& p, cudaStream_t stream, cudaError_t& err) {
-  // (softmax_reg_kernel stores 16 bytes at a time: it takes 16-byte aligned output rows)
   constexpr bool kReg = kRegRows<T>;
   constexpr auto kernel = grid_kernel<T>();
   if (p.grid_ws == nullptr || grid_workspace_words(p.rows, p.vocab) == 0) return false;
+  // (softmax_reg_kernel stores 16 bytes at a time: it takes 16-byte aligned output rows; the
+  // others fall back to softmax_persistent_kernel)
   if (kReg && (reinterpret_cast<uintptr_t>(p.probs) % 16 != 0 || p.probs_row_stride % 4 != 0)) {
     return false;
   }
