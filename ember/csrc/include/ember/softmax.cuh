@@ -296,15 +296,17 @@ __device__ __forceinline__ float2* grid_pairs(const SoftmaxParams& p) {
   return reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
 }
 
-// softmax_grid_kernel's exchange, by thread 0 of each of a row's 8
-// CTAs: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release add on
-// the row's `count`; then a wait (acquire) until all 8 have, and their pairs combined into
-// {base, 1 / the row's sum} (a row of all -inf: base 0 and a sum of 0).
-__device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs, int rank, float m,
-                                                  float s) {
-  constexpr int C = kSoftmaxCluster;
+// softmax_grid_kernel's exchange, by thread 0 of each of a row's 8 CTAs, in two halves.
+// grid_publish: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release
+// add on the row's `count`. grid_combine: a wait (acquire) until all 8 have, and their pairs
+// combined into {base, 1 / the row's sum} (a row of all -inf: base 0 and a sum of 0).
+__device__ __forceinline__ void grid_publish(uint32_t* count, float2* pairs, int rank, float m,
+                                             float s) {
   pairs[rank] = make_float2(m, s);
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+}
+__device__ __forceinline__ float2 grid_combine(const uint32_t* count, const float2* pairs) {
+  constexpr int C = kSoftmaxCluster;
   uint32_t seen = 0;
   do {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
@@ -322,6 +324,16 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
   for (int r = 0; r < C; ++r) gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
   return make_float2(base, 1.f / gs);
 }
+
+// EMBER_SOFTMAX_LATE0=1: warp 0 (whose thread 0 runs the exchange) issues its loads of the next
+// row only after thread 0's release add, the other 15 warps as soon as the row is staged (grid
+// kernel) or read (reg kernel). Why: a release at GPU scope waits until the warp's earlier
+// memory operations are performed, and with the next row's loads just issued that is a DRAM
+// round trip under full load on the critical path of the row's 8 CTAs. 0: every warp issues at
+// once (the session-19 order; A/B).
+#ifndef EMBER_SOFTMAX_LATE0
+#define EMBER_SOFTMAX_LATE0 0
+#endif
 
 // softmax_persistent_kernel's loop with the cluster exchange replaced: CTA 8g + k takes chunk k
 // of rows g, g + groups, ...; for each row thread 0 writes the CTA's (max, sum), counts itself in
@@ -382,11 +394,15 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     RowStats<> st;
     __syncthreads();  // the previous row's store pass is done reading row_smem
     chunk.stage(row_smem, scale, st);
-    if (row + groups < p.rows) chunk.issue(row + groups);  // in flight while this row finishes
-    const float m = block_reduce<true>(st.m, scratch);     // (its barrier also publishes row_smem)
+    const bool more = row + groups < p.rows;
+    const bool late = EMBER_SOFTMAX_LATE0 && t < 32;  // (warp-uniform)
+    if (more && !late) chunk.issue(row + groups);     // in flight while this row finishes
+    const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
     const float s =
         block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
+    if (t == 0) grid_publish(arrived + row, pairs + row * C, rank, m, s);
+    if (more && late) chunk.issue(row + groups);
+    if (t == 0) norm = grid_combine(arrived + row, pairs + row * C);
     __syncthreads();
     const float2 nz = norm;
     store_probs(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n, nz.x, nz.y);
@@ -401,10 +417,13 @@ __device__ __forceinline__ void pair_add(float& m, float& s, float m2, float s2)
   m = mm;
 }
 // A CTA's threads' (max, sum) pairs reduced in one pass (warps by shuffles, then warp 0), and
-// thread 0's exchange (grid_normalizer) into `norm`; the caller's barrier publishes it. One
-// barrier here, against three for two block_reduce calls.
+// thread 0's exchange (grid_publish, grid_combine) into `norm`; the caller's barrier publishes
+// it. One barrier here, against three for two block_reduce calls. `late` runs in warp 0 between
+// thread 0's publish and its wait (EMBER_SOFTMAX_LATE0).
+template <typename Late>
 __device__ __forceinline__ void pair_normalizer(float pm, float ps, float2* wpairs, float2& norm,
-                                                uint32_t* count, float2* pairs, int rank) {
+                                                uint32_t* count, float2* pairs, int rank,
+                                                Late&& late) {
   const int t = static_cast<int>(threadIdx.x);
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) {
@@ -420,7 +439,9 @@ __device__ __forceinline__ void pair_normalizer(float pm, float ps, float2* wpai
     for (int o = 16; o > 0; o /= 2) {
       pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
     }
-    if (t == 0) norm = grid_normalizer(count, pairs, rank, pm, ps);
+    if (t == 0) grid_publish(count, pairs, rank, pm, ps);
+    late();
+    if (t == 0) norm = grid_combine(count, pairs);
   }
 }
 
@@ -515,7 +536,9 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
 #pragma unroll
       for (int j = 0; j < 4; ++j) v[u * 4 + j] = x[j];
     }
-    if (row + groups < p.rows) issue(row + groups);  // in flight while this row finishes
+    const bool more = row + groups < p.rows;
+    const bool late = EMBER_SOFTMAX_LATE0 && t < 32;  // (warp-uniform)
+    if (more && !late) issue(row + groups);           // in flight while this row finishes
     float mt = -INFINITY;
 #pragma unroll
     for (int k = 0; k < kV; ++k) mt = fmaxf(mt, v[k]);
@@ -526,7 +549,9 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
       v[k] = exp2_approx(v[k] - mref);
       st += v[k];
     }
-    pair_normalizer(mt, st, wpairs, norm, arrived + row, pairs + row * C, rank);
+    pair_normalizer(mt, st, wpairs, norm, arrived + row, pairs + row * C, rank, [&] {
+      if (more && late) issue(row + groups);
+    });
     __syncthreads();
     const float2 nz = norm;
     // 2^(x - base) / sum = 2^(x - mt) * 2^(mt - base) / sum; a thread of only -inf takes
