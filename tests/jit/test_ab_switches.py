@@ -42,8 +42,6 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: sampling_spec("fp32"), ("EMBER_FILTER_STREAM=0",)),
     (lambda: sampling_spec("bf16"), ("EMBER_SOFTMAX_REG=0",)),
     (lambda: sampling_spec("fp32"), ("EMBER_SOFTMAX_REG=1",)),
-    (lambda: sampling_spec("fp32"), ("EMBER_SOFTMAX_LATE0=1",)),
-    (lambda: sampling_spec("bf16"), ("EMBER_SOFTMAX_LATE0=1",)),
     (
         lambda: sampling_spec("fp32"),
         (

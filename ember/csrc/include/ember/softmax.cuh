@@ -296,17 +296,15 @@ __device__ __forceinline__ float2* grid_pairs(const SoftmaxParams& p) {
   return reinterpret_cast<float2*>(p.grid_ws + (p.rows + 1) / 2 * 2);
 }
 
-// softmax_grid_kernel's exchange, by thread 0 of each of a row's 8 CTAs, in two halves.
-// grid_publish: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release
-// add on the row's `count`. grid_combine: a wait (acquire) until all 8 have, and their pairs
-// combined into {base, 1 / the row's sum} (a row of all -inf: base 0 and a sum of 0).
-__device__ __forceinline__ void grid_publish(uint32_t* count, float2* pairs, int rank, float m,
-                                             float s) {
+// softmax_grid_kernel's exchange, by thread 0 of each of a row's 8
+// CTAs: the CTA's (max, sum) into its slot of the row's `pairs`, counted in with a release add on
+// the row's `count`; then a wait (acquire) until all 8 have, and their pairs combined into
+// {base, 1 / the row's sum} (a row of all -inf: base 0 and a sum of 0).
+__device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs, int rank, float m,
+                                                  float s) {
+  constexpr int C = kSoftmaxCluster;
   pairs[rank] = make_float2(m, s);
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
-}
-__device__ __forceinline__ float2 grid_combine(const uint32_t* count, const float2* pairs) {
-  constexpr int C = kSoftmaxCluster;
   uint32_t seen = 0;
   do {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
@@ -324,16 +322,6 @@ __device__ __forceinline__ float2 grid_combine(const uint32_t* count, const floa
   for (int r = 0; r < C; ++r) gs += q[r].x == -INFINITY ? 0.f : q[r].y * exp2_approx(q[r].x - base);
   return make_float2(base, 1.f / gs);
 }
-
-// EMBER_SOFTMAX_LATE0=1: warp 0 (whose thread 0 runs the exchange) issues its loads of the next
-// row only after thread 0's release add, the other 15 warps as soon as the row is staged (grid
-// kernel) or read (reg kernel). Why: a release at GPU scope waits until the warp's earlier
-// memory operations are performed, and with the next row's loads just issued that is a DRAM
-// round trip under full load on the critical path of the row's 8 CTAs. 0: every warp issues at
-// once (the session-19 order; A/B).
-#ifndef EMBER_SOFTMAX_LATE0
-#define EMBER_SOFTMAX_LATE0 0
-#endif
 
 // softmax_persistent_kernel's loop with the cluster exchange replaced: CTA 8g + k takes chunk k
 // of rows g, g + groups, ...; for each row thread 0 writes the CTA's (max, sum), counts itself in
@@ -368,6 +356,12 @@ __device__ __forceinline__ float2 grid_combine(const uint32_t* count, const floa
 // fp32 64.3 us (L = 1) / 68.5 (L = 2) against 49.7, bf16 66.2 / 59.9 against 41.0; 64 rows
 // 33.6 / 35.0 fp32 / bf16 (the default's 64-row run timed out). Reading every chunk twice, the
 // second time from L2, costs far more than the exchange it hides: removed.
+// NOTE: measured (session 20, an H100, CUPTI, interleaved twice; tools/release_probe.cu): a
+// GPU-scope release add waits for the warp's loads in flight (9 100-9 600 cycles with 8 16-byte
+// loads of each thread in flight, 176 relaxed), so thread 0's exchange here waits until its
+// warp's loads of the next row have landed. Issuing warp 0's loads after the release instead
+// (EMBER_SOFTMAX_LATE0, both grid-path kernels) lost: 128 x 128 256 fp32 50.75 / 50.69 us
+// against 49.79 / 49.73, bf16 41.22 / 41.63 against 38.69 / 38.56. Removed.
 // NOTE: measured (session 19, an H100, CUPTI, interleaved): softmax_grid_kernel reducing with
 // pair_normalizer (three barriers a row instead of six) ran 49.89 / 49.98 us at 128 x 128 256 fp32
 // against 50.08 / 49.98, bf16 42.02 / 41.98 against 41.70 / 41.83: a tie, so it keeps its
@@ -394,15 +388,11 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_grid_kernel(Softma
     RowStats<> st;
     __syncthreads();  // the previous row's store pass is done reading row_smem
     chunk.stage(row_smem, scale, st);
-    const bool more = row + groups < p.rows;
-    const bool late = EMBER_SOFTMAX_LATE0 && t < 32;  // (warp-uniform)
-    if (more && !late) chunk.issue(row + groups);     // in flight while this row finishes
-    const float m = block_reduce<true>(st.m, scratch);  // (its barrier also publishes row_smem)
+    if (row + groups < p.rows) chunk.issue(row + groups);  // in flight while this row finishes
+    const float m = block_reduce<true>(st.m, scratch);     // (its barrier also publishes row_smem)
     const float s =
         block_reduce<false>(st.m == -INFINITY ? 0.f : st.s * exp2_approx(st.m - m), scratch);
-    if (t == 0) grid_publish(arrived + row, pairs + row * C, rank, m, s);
-    if (more && late) chunk.issue(row + groups);
-    if (t == 0) norm = grid_combine(arrived + row, pairs + row * C);
+    if (t == 0) norm = grid_normalizer(arrived + row, pairs + row * C, rank, m, s);
     __syncthreads();
     const float2 nz = norm;
     store_probs(p.probs + row * p.probs_row_stride + chunk.begin, row_smem, chunk.n, nz.x, nz.y);
@@ -417,13 +407,10 @@ __device__ __forceinline__ void pair_add(float& m, float& s, float m2, float s2)
   m = mm;
 }
 // A CTA's threads' (max, sum) pairs reduced in one pass (warps by shuffles, then warp 0), and
-// thread 0's exchange (grid_publish, grid_combine) into `norm`; the caller's barrier publishes
-// it. One barrier here, against three for two block_reduce calls. `late` runs in warp 0 between
-// thread 0's publish and its wait (EMBER_SOFTMAX_LATE0).
-template <typename Late>
+// thread 0's exchange (grid_normalizer) into `norm`; the caller's barrier publishes it. One
+// barrier here, against three for two block_reduce calls.
 __device__ __forceinline__ void pair_normalizer(float pm, float ps, float2* wpairs, float2& norm,
-                                                uint32_t* count, float2* pairs, int rank,
-                                                Late&& late) {
+                                                uint32_t* count, float2* pairs, int rank) {
   const int t = static_cast<int>(threadIdx.x);
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) {
@@ -439,9 +426,7 @@ __device__ __forceinline__ void pair_normalizer(float pm, float ps, float2* wpai
     for (int o = 16; o > 0; o /= 2) {
       pair_add(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
     }
-    if (t == 0) grid_publish(count, pairs, rank, pm, ps);
-    late();
-    if (t == 0) norm = grid_combine(count, pairs);
+    if (t == 0) norm = grid_normalizer(count, pairs, rank, pm, ps);
   }
 }
 
@@ -536,9 +521,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
 #pragma unroll
       for (int j = 0; j < 4; ++j) v[u * 4 + j] = x[j];
     }
-    const bool more = row + groups < p.rows;
-    const bool late = EMBER_SOFTMAX_LATE0 && t < 32;  // (warp-uniform)
-    if (more && !late) issue(row + groups);           // in flight while this row finishes
+    if (row + groups < p.rows) issue(row + groups);  // in flight while this row finishes
     float mt = -INFINITY;
 #pragma unroll
     for (int k = 0; k < kV; ++k) mt = fmaxf(mt, v[k]);
@@ -549,9 +532,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads, 2) softmax_reg_kernel(Softmax
       v[k] = exp2_approx(v[k] - mref);
       st += v[k];
     }
-    pair_normalizer(mt, st, wpairs, norm, arrived + row, pairs + row * C, rank, [&] {
-      if (more && late) issue(row + groups);
-    });
+    pair_normalizer(mt, st, wpairs, norm, arrived + row, pairs + row * C, rank);
     __syncthreads();
     const float2 nz = norm;
     // 2^(x - base) / sum = 2^(x - mt) * 2^(mt - base) / sum; a thread of only -inf takes
