@@ -4,9 +4,8 @@
 # (1) tools/release_probe.cu: does a GPU-scope release add wait for the warp's loads in flight?
 # (2) the softmax GPU tests under EMBER_SOFTMAX_LATE0=1 (warp 0 issues the next row's loads
 #     after thread 0's release add); (3) softmax at HEAD against LATE0=1, interleaved twice;
-# (4) on an H200 only: the peers, then h200_next58.sh's KV2 decode rows; (5) tests/ops.
-source tools/h200_lib.sh  # wheels, environment, bench, tests
-step() { if [ $((SECONDS + $1)) -gt 585 ]; then echo "== skipped at ${SECONDS}s: $2"; return 1; fi; }
+# (4) on an H200 only: the peers, then the KV2 decode rows (h200_lib.sh); (5) tests/ops.
+source tools/h200_lib.sh  # wheels, environment, bench, tests, step, the H200 rows
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$GPU"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a tools/release_probe.cu -o /tmp/rp && timeout 60 /tmp/rp | tee $OUT/release_probe.txt
 python3 -m ember.bench ceilings -q > /dev/null 2>&1
@@ -17,12 +16,8 @@ for r in 1 2; do
   step 40 "late0 $r" && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_SOFTMAX_LATE0=1 bench late0_$r 40 $S
 done
 if [[ "$GPU" == *H200* ]]; then
-  step 40 sm0 && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_SOFTMAX_REG=0 bench softmax_reg0 40 $S
-  step 100 peers && bench peers 100 softmax --backends torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
-  D="decode --backends ember --shapes 256x1024x64x8x128x16,64x4096x32x8x128x16 --dtypes bf16 --timing cupti"
-  step 50 kvb && bench kvbase 50 $D
-  step 50 kv2 && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_DECODE_KV2=1 bench kv2 50 $D
-  step 90 fi && bench fi 90 decode --backends flashinfer[tensor_cores] --shapes 256x1024x64x8x128x16,64x4096x32x8x128x16 --dtypes bf16 --timing cupti
+  softmax_peer_rows 40 $S
+  kv2_rows
 fi
 step 120 suite && tests ops $((585 - SECONDS)) tests/ops
 echo "== done at ${SECONDS}s"

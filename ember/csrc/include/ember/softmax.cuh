@@ -357,9 +357,10 @@ __device__ __forceinline__ float2 grid_normalizer(uint32_t* count, float2* pairs
 // 33.6 / 35.0 fp32 / bf16 (the default's 64-row run timed out). Reading every chunk twice, the
 // second time from L2, costs far more than the exchange it hides: removed.
 // NOTE: measured (session 20, an H100, CUPTI, interleaved twice; tools/release_probe.cu): a
-// GPU-scope release add waits for the warp's loads in flight (9 100-9 600 cycles with 8 16-byte
-// loads of each thread in flight, 176 relaxed), so thread 0's exchange here waits until its
-// warp's loads of the next row have landed. Issuing warp 0's loads after the release instead
+// GPU-scope release add waits for the CTA's loads in flight, not only its warp's (9 100-9 900
+// cycles with 8 16-byte loads of each thread in flight, 8 300 with only the other warps', 176
+// relaxed), so thread 0's exchange here ends only after the CTA's loads of the next row have
+// landed. Issuing warp 0's loads after the release instead
 // (EMBER_SOFTMAX_LATE0, both grid-path kernels) lost: 128 x 128 256 fp32 50.75 / 50.69 us
 // against 49.79 / 49.73, bf16 41.22 / 41.63 against 38.69 / 38.56. Removed.
 // NOTE: measured (session 19, an H100, CUPTI, interleaved): softmax_grid_kernel reducing with
