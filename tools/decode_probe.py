@@ -41,6 +41,10 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     # the register fp8 path at 4 CTAs an SM (16 warps; 128 registers, 80 bytes of stack) and 3
     # stages so that 4 fit: session 15's ncu found 12 warps an SM at 67 % issue
     "fp8r4": "-DEMBER_DECODE_MINB=4 -DEMBER_DECODE_STAGES8=3",
+    # 128-token fp8 tiles, 32 tokens a warp (session 21): 2 stages at 3 CTAs an SM (168
+    # registers, 44 bytes spilled), or 3 stages at 2 (207 registers, no spills)
+    "f32a": "-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=2",
+    "f32b": "-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=2",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

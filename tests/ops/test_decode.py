@@ -273,6 +273,37 @@ def test_fp8_kv_matches_reference(head_dim, qo_heads, q_dtype):
     torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize(
+    ("head_dim", "qo_heads", "q_dtype", "page_size"),
+    [(128, 32, torch.bfloat16, 16), (64, 64, torch.float16, 1)],
+    ids=str,
+)
+def test_fp8_kv_tile_edges(head_dim, qo_heads, q_dtype, page_size):
+    # lengths on both sides of the fp8 kernel's 64- and 128-token tiles (EMBER_DECODE_FP8_WT
+    # 16 / 32) and of a 16-token warp block, so every masked tail and a lone token are covered;
+    # the LSE too, as the merge of split units reads it
+    lengths = [1, 17, 64, 65, 127, 128, 129, 300, 4097]
+    cache, indptr, indices, last = make_cache(
+        lengths, page_size=page_size, kv_heads=8, head_dim=head_dim, seed=3
+    )
+    cache8 = cache.to(torch.float8_e4m3fn)
+    b = len(lengths)
+    ws = DecodeWorkspace("cuda", max_batch=b, num_qo_heads=qo_heads, head_dim=head_dim)
+    plan = plan_batch_decode(
+        indptr.cuda(), indices.cuda(), last.cuda(), num_qo_heads=qo_heads, num_kv_heads=8,
+        head_dim=head_dim, page_size=page_size, workspace=ws, kv_dtype="e4m3", q_dtype=q_dtype,
+        k_scale=0.75, v_scale=1.5, host_indptr=indptr, host_last_page_len=last,
+    )  # fmt: skip
+    q = torch.randn(b, qo_heads, head_dim, device="cuda").to(q_dtype)
+    out, lse = batch_decode(q, cache8, plan, out=torch.full_like(q, float("nan")), return_lse=True)
+    want, want_lse = batch_decode_ref(
+        q, cache8[:, 0].float(), cache8[:, 1].float(), indptr.cuda(), indices.cuda(), last,
+        k_scale=0.75, v_scale=1.5,
+    )  # fmt: skip
+    torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(lse, want_lse, rtol=1e-3, atol=1e-3)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize(
     ("states", "dim"), [(1, 64), (2, 128), (3, 128), (5, 128), (40, 64), (2, 100), (3, 300)]

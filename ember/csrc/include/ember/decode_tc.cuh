@@ -51,6 +51,14 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 #ifndef EMBER_DECODE_KV2
 #define EMBER_DECODE_KV2 0  // A/B, session 17: decode_tc_kv2_kernel below
 #endif
+// Register fp8 path: tokens a warp owns in a tile. 16 (default): 64-token tiles of 8 KB of K
+// and 8 KB of V. 32 (A/B, session 21): 128-token tiles, as many bytes a stage as a 16-bit tile,
+// each warp two 16-token blocks a tile (twice the independent MMA chains, the softmax's
+// shuffles, the O rescale and the barriers over twice the tokens); its 32 KB stages want
+// EMBER_DECODE_STAGES8=2 (3 CTAs an SM) or =3 with EMBER_DECODE_MINB=2.
+#ifndef EMBER_DECODE_FP8_WT
+#define EMBER_DECODE_FP8_WT 16
+#endif
 
 template <int KVB>
 constexpr int min_blocks() {
@@ -59,6 +67,10 @@ constexpr int min_blocks() {
 #else
   return KVB == 1 && EMBER_DECODE_FP8_REGS ? 3 : 1;
 #endif
+}
+template <int KVB>
+constexpr int warp_tokens() {
+  return KVB == 1 && EMBER_DECODE_FP8_REGS ? EMBER_DECODE_FP8_WT : kTile / kWarps;
 }
 template <int KVB>
 constexpr int stages() {
@@ -75,7 +87,10 @@ struct Smem {
   static constexpr int kTileBytes = kTile * kRowBytes;  // one 16-bit K (or V) tile
   static constexpr int kKvRowBytes = D * KVB;           // a row as stored in the cache
   static constexpr int kKvChunks = kKvRowBytes / 16;
-  static constexpr int kKvTileBytes = kTile * kKvRowBytes;
+  static constexpr int kTileTokens = kWarps * warp_tokens<KVB>();  // tokens a stage
+  static constexpr int kSub = warp_tokens<KVB>() / 16;  // a warp's 16-token blocks a tile
+  static_assert(kSub * 16 == warp_tokens<KVB>() && (KVB == 1 || kSub == 1), "16 or 32 a warp");
+  static constexpr int kKvTileBytes = kTileTokens * kKvRowBytes;
   static constexpr int kStageBytes = 2 * kKvTileBytes;  // K and V
   static constexpr bool kFp8Regs = KVB == 1 && EMBER_DECODE_FP8_REGS;
   static constexpr int kQBytes = kFp8Regs ? 0 : 16 * kRowBytes;  // the 16-row query block
@@ -256,7 +271,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   const float k_scale =
       kFp8 ? p.k_scale * kFp8Unscale * (kQConvert ? 1.f / kBf16QScale : 1.f) : p.k_scale;
   const float v_scale = kFp8 ? p.v_scale * kFp8Unscale : p.v_scale;
-  const int n_tiles = (kv_end - kv_start + kTile - 1) / kTile;
+  constexpr int kT = S::kTileTokens;
+  constexpr int kSub = S::kSub;
+  const int n_tiles = (kv_end - kv_start + kT - 1) / kT;
   // 16-bit rows land swizzled, ready for ldmatrix; fp8 rows land plain and are converted.
   auto kv_off = [](int r, int c) {
     if constexpr (kRegs) {
@@ -289,13 +306,13 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   // each of those rows is read one tile ahead (into pg), so the page-table load's latency
   // overlaps a tile's compute instead of stalling the next cp.async.
   constexpr int kRowStep = kWarps * 32 / S::kKvChunks;
-  constexpr int kRowsPerThread = kTile / kRowStep;
-  static_assert(kTile % kRowStep == 0, "tile rows split evenly over the threads");
+  constexpr int kRowsPerThread = kT / kRowStep;
+  static_assert(kT % kRowStep == 0, "tile rows split evenly over the threads");
   const int r0 = tid / S::kKvChunks, cc = tid % S::kKvChunks;
   const int shift = p.page_shift;  // log2(page_size), or -1
   auto page_of = [&](int t) { return shift >= 0 ? t >> shift : t / p.page_size; };
   auto row_token = [&](int tile, int j) {
-    const int t = kv_start + tile * kTile + r0 + j * kRowStep;
+    const int t = kv_start + tile * kT + r0 + j * kRowStep;
     return t < kv_end ? t : kv_start;  // rows past the unit read a valid row, zero-filled
   };
   int32_t pg[kRowsPerThread];
@@ -309,7 +326,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
       const int r = r0 + j * kRowStep;
-      const bool valid = kv_start + tile * kTile + r < kv_end;
+      const bool valid = kv_start + tile * kT + r < kv_end;
       const int tt = row_token(tile, j);
       const int s = tt - page_of(tt) * p.page_size;
       const int64_t page = pg[j];
@@ -379,9 +396,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const unsigned char* vs = ks + S::kKvTileBytes;
     if constexpr (kFp8 && !kRegs) {
       // 16 e4m3 values -> two swizzled 16-byte chunks of fp16 (x 2^-8, undone in the scales).
-      for (int i = tid; i < 2 * kTile * S::kKvChunks; i += kWarps * 32) {
-        const int which = i / (kTile * S::kKvChunks);
-        const int rc = i % (kTile * S::kKvChunks);
+      for (int i = tid; i < 2 * kT * S::kKvChunks; i += kWarps * 32) {
+        const int which = i / (kT * S::kKvChunks);
+        const int rc = i % (kT * S::kKvChunks);
         const int r = rc / S::kKvChunks, c = rc % S::kKvChunks;
         const uint4 raw =
             *reinterpret_cast<const uint4*>((which ? vs : ks) + r * S::kKvRowBytes + c * 16);
@@ -399,42 +416,47 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       ks = conv;
       vs = conv + S::kTileBytes;
     }
-    const int row0 = warp * 16;  // this warp's 16 tokens in the tile
-    // S = Q K^T: two n-tiles of 8 tokens.
-    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    if constexpr (kRegs) {
-      // One x4 load: (tokens 0-7, k-steps k, k+1), (tokens 8-15, k, k+1); a 16-byte chunk of a
-      // raw fp8 row is one k-step.
+    const int row0 = warp * 16 * kSub;  // this warp's 16 kSub tokens in the tile
+    // S = Q K^T: two n-tiles of 8 tokens a 16-token block (n-tile n: tokens row0 + 8n ...).
+    float sc[2 * kSub][4];
 #pragma unroll
-      for (int k = 0; k < kKS; k += 2) {
-        uint32_t b[4];
-        const int r = row0 + (lane / 16) * 8 + lane % 8;
-        const int c = k + (lane / 8) % 2;
-        ldsm_x4(smem_u32(ks + swz8<S::kKvRowBytes>(r, c)), b);
-        uint32_t f[4][2];
+    for (int n = 0; n < 2 * kSub; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
-        mma<TM>(sc[0], qa[k], f[0][0], f[0][1]);
-        mma<TM>(sc[0], qa[k + 1], f[1][0], f[1][1]);
-        mma<TM>(sc[1], qa[k], f[2][0], f[2][1]);
-        mma<TM>(sc[1], qa[k + 1], f[3][0], f[3][1]);
-      }
-    } else {
+    for (int hh = 0; hh < kSub; ++hh) {
+      if constexpr (kRegs) {
+        // One x4 load: (tokens 0-7, k-steps k, k+1), (tokens 8-15, k, k+1); a 16-byte chunk of
+        // a raw fp8 row is one k-step.
 #pragma unroll
-      for (int k = 0; k < kKS; ++k) {
-        uint32_t b[4];
-        const int r = row0 + (lane / 16) * 8 + lane % 8;
-        const int c = 2 * k + (lane / 8) % 2;
-        ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
-        mma<TM>(sc[0], qa[k], b[0], b[1]);
-        mma<TM>(sc[1], qa[k], b[2], b[3]);
+        for (int k = 0; k < kKS; k += 2) {
+          uint32_t b[4];
+          const int r = row0 + 16 * hh + (lane / 16) * 8 + lane % 8;
+          const int c = k + (lane / 8) % 2;
+          ldsm_x4(smem_u32(ks + swz8<S::kKvRowBytes>(r, c)), b);
+          uint32_t f[4][2];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
+          mma<TM>(sc[2 * hh], qa[k], f[0][0], f[0][1]);
+          mma<TM>(sc[2 * hh], qa[k + 1], f[1][0], f[1][1]);
+          mma<TM>(sc[2 * hh + 1], qa[k], f[2][0], f[2][1]);
+          mma<TM>(sc[2 * hh + 1], qa[k + 1], f[3][0], f[3][1]);
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kKS; ++k) {
+          uint32_t b[4];
+          const int r = row0 + 16 * hh + (lane / 16) * 8 + lane % 8;
+          const int c = 2 * k + (lane / 8) % 2;
+          ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
+          mma<TM>(sc[2 * hh], qa[k], b[0], b[1]);
+          mma<TM>(sc[2 * hh + 1], qa[k], b[2], b[3]);
+        }
       }
     }
     // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
-    const int tok0 = kv_start + tile * kTile + row0 + (lane % 4) * 2;
+    const int tok0 = kv_start + tile * kT + row0 + (lane % 4) * 2;
     float mx[2] = {m[0], m[1]};
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
+    for (int n = 0; n < 2 * kSub; ++n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         float x = sc[n][j] * scale * k_scale;
@@ -455,7 +477,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     }
     float rs[2] = {0.f, 0.f};
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
+    for (int n = 0; n < 2 * kSub; ++n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float e = m[j / 2] == -INFINITY ? 0.f : exp2f(sc[n][j] - m[j / 2]);
@@ -476,40 +498,43 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       o[n][2] *= corr[1];
       o[n][3] *= corr[1];
     }
-    // O += P V: P (16 x 16 tokens) from the S accumulators.
-    uint32_t pa[4];
-    pa[0] = pack2<TM>(sc[0][0], sc[0][1]);
-    pa[1] = pack2<TM>(sc[0][2], sc[0][3]);
-    pa[2] = pack2<TM>(sc[1][0], sc[1][1]);
-    pa[3] = pack2<TM>(sc[1][2], sc[1][3]);
-    if constexpr (kRegs) {
-      // Transposed x4 loads of raw fp8 V: (tokens 0-7, chunk blk), (tokens 8-15, blk), then
-      // blk + 1. A thread gets tokens (2c, 2c+1) of bytes (2n, 2n+1) of the chunk (n = lane / 4):
-      // columns 2n and 2n+1 of the 16 head_dim elements. So accumulator tile 2 blk holds the
-      // even columns of chunk blk and tile 2 blk + 1 the odd ones (undone when combining).
+    // O += P V: P (16 x 16 tokens a block) from the S accumulators.
 #pragma unroll
-      for (int blk = 0; blk < D / 16; blk += 2) {
-        uint32_t b[4];
-        const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
-        const int c = blk + lane / 16;
-        ldsm_x4_t(smem_u32(vs + swz8<S::kKvRowBytes>(r, c)), b);
-        uint32_t ev[4], od[4];
+    for (int hh = 0; hh < kSub; ++hh) {
+      uint32_t pa[4];
+      pa[0] = pack2<TM>(sc[2 * hh][0], sc[2 * hh][1]);
+      pa[1] = pack2<TM>(sc[2 * hh][2], sc[2 * hh][3]);
+      pa[2] = pack2<TM>(sc[2 * hh + 1][0], sc[2 * hh + 1][1]);
+      pa[3] = pack2<TM>(sc[2 * hh + 1][2], sc[2 * hh + 1][3]);
+      if constexpr (kRegs) {
+        // Transposed x4 loads of raw fp8 V: (tokens 0-7, chunk blk), (tokens 8-15, blk), then
+        // blk + 1. A thread gets tokens (2c, 2c+1) of bytes (2n, 2n+1) of the chunk (n = lane / 4):
+        // columns 2n and 2n+1 of the 16 head_dim elements. So accumulator tile 2 blk holds the
+        // even columns of chunk blk and tile 2 blk + 1 the odd ones (undone when combining).
 #pragma unroll
-        for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4240, 0x4341>(b[j], ev[j], od[j]);
-        mma<TM>(o[2 * blk], pa, ev[0], ev[1]);
-        mma<TM>(o[2 * blk + 1], pa, od[0], od[1]);
-        mma<TM>(o[2 * blk + 2], pa, ev[2], ev[3]);
-        mma<TM>(o[2 * blk + 3], pa, od[2], od[3]);
-      }
-    } else {
+        for (int blk = 0; blk < D / 16; blk += 2) {
+          uint32_t b[4];
+          const int r = row0 + 16 * hh + ((lane / 8) % 2) * 8 + lane % 8;
+          const int c = blk + lane / 16;
+          ldsm_x4_t(smem_u32(vs + swz8<S::kKvRowBytes>(r, c)), b);
+          uint32_t ev[4], od[4];
 #pragma unroll
-      for (int n = 0; n < kNT; n += 2) {
-        uint32_t b[4];
-        const int r = row0 + ((lane / 8) % 2) * 8 + lane % 8;
-        const int c = n + lane / 16;  // chunk = 8 columns of d
-        ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
-        mma<TM>(o[n], pa, b[0], b[1]);
-        mma<TM>(o[n + 1], pa, b[2], b[3]);
+          for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4240, 0x4341>(b[j], ev[j], od[j]);
+          mma<TM>(o[2 * blk], pa, ev[0], ev[1]);
+          mma<TM>(o[2 * blk + 1], pa, od[0], od[1]);
+          mma<TM>(o[2 * blk + 2], pa, ev[2], ev[3]);
+          mma<TM>(o[2 * blk + 3], pa, od[2], od[3]);
+        }
+      } else {
+#pragma unroll
+        for (int n = 0; n < kNT; n += 2) {
+          uint32_t b[4];
+          const int r = row0 + 16 * hh + ((lane / 8) % 2) * 8 + lane % 8;
+          const int c = n + lane / 16;  // chunk = 8 columns of d
+          ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
+          mma<TM>(o[n], pa, b[0], b[1]);
+          mma<TM>(o[n + 1], pa, b[2], b[3]);
+        }
       }
     }
     __syncthreads();  // the stage is refilled next iteration
