@@ -45,6 +45,10 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     # registers, 44 bytes spilled), or 3 stages at 2 (207 registers, no spills)
     "f32a": "-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=2",
     "f32b": "-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=2",
+    # the fp8 conversion by masks and one shift a pair (7 instructions a register, not 10)
+    "cv": "-DEMBER_DECODE_FP8_CONV=1",
+    "f32bc": "-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=2"
+    " -DEMBER_DECODE_FP8_CONV=1",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

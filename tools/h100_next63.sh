@@ -7,15 +7,18 @@
 source tools/h200_lib.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 python3 -m ember.bench ceilings -q > /dev/null 2>&1
+A="-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=2"
+B="-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=2"
+C="$B -DEMBER_DECODE_FP8_CONV=1"
 K="-k fp8 tests/ops/test_decode.py"
-tests fp8_default 100 $K
-EMBER_EXTRA_CUDA_FLAGS="-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=2" tests fp8_f32a 100 $K
-EMBER_EXTRA_CUDA_FLAGS="-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=2" tests fp8_f32b 100 $K
-step 150 probe && timeout 150 python3 tools/decode_probe.py --variants base,f32a,f32b --cases fp8,fp8skew --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe_fp8.txt
+tests fp8_default 60 -k tile_edges tests/ops/test_decode.py
+EMBER_EXTRA_CUDA_FLAGS="$A" tests fp8_f32a 100 $K
+EMBER_EXTRA_CUDA_FLAGS="$C" tests fp8_f32bc 100 $K
+step 150 probe && timeout 150 python3 tools/decode_probe.py --variants base,f32a,f32b,cv,f32bc --cases fp8,fp8skew --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe_fp8.txt
 SH="--shapes 64x4096x32x8x128x16 --kv-dtype e4m3"
 step 40 h_base && bench fp8_base 40 decode --backends ember $SH --timing cupti
-step 40 h_f32a && EMBER_EXTRA_CUDA_FLAGS="-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=2" bench fp8_f32a 40 decode --backends ember $SH --timing cupti
-step 40 h_f32b && EMBER_EXTRA_CUDA_FLAGS="-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=2" bench fp8_f32b 40 decode --backends ember $SH --timing cupti
+step 40 h_f32b && EMBER_EXTRA_CUDA_FLAGS="$B" bench fp8_f32b 40 decode --backends ember $SH --timing cupti
+step 40 h_f32bc && EMBER_EXTRA_CUDA_FLAGS="$C" bench fp8_f32bc 40 decode --backends ember $SH --timing cupti
 STALLS=$(ncu --query-metrics 2>/dev/null | grep -oE "^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active" | sort -u | sed 's/$/.ratio/' | paste -sd, -)
 step 150 ncu && timeout 150 ncu --clock-control none --launch-skip 3 --launch-count 1 --kernel-name regex:decode_tc --section SourceCounters --section WarpStateStats --metrics $STALLS -o $OUT/r_fp8 python3 -m ember.bench decode --backends ember $SH --timing cuda_event -q > $OUT/ncu_fp8.txt 2>&1
 echo "ncu rc $?"

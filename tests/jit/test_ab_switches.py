@@ -90,7 +90,12 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_STAGES16=2",)),
     (
         lambda: decode_spec("fp16", "e4m3", 64, 8),
-        ("EMBER_DECODE_FP8_WT=32", "EMBER_DECODE_STAGES8=3", "EMBER_DECODE_MINB=2"),
+        (
+            "EMBER_DECODE_FP8_WT=32",
+            "EMBER_DECODE_STAGES8=3",
+            "EMBER_DECODE_MINB=2",
+            "EMBER_DECODE_FP8_CONV=1",
+        ),
     ),
     (lambda: decode_spec("fp16", "fp16", 64, 8), ("EMBER_DECODE_KV2=1",)),
 ]

@@ -59,6 +59,13 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 #ifndef EMBER_DECODE_FP8_WT
 #define EMBER_DECODE_FP8_WT 16
 #endif
+// Register fp8 path's conversion: 0 (default) byte permutes then shifts and masks (10
+// instructions a register of four values); 1 (A/B, session 21) masks and one shift a pair, with
+// the pairs (b0, b2) / (b1, b3) of each register (7 a register) and q's fragment permuted to
+// match in Q K^T.
+#ifndef EMBER_DECODE_FP8_CONV
+#define EMBER_DECODE_FP8_CONV 0
+#endif
 
 template <int KVB>
 constexpr int min_blocks() {
@@ -172,6 +179,15 @@ __device__ __forceinline__ void e4m3_pairs_to_half(uint32_t w, uint32_t& lo, uin
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x1) : "r"(w), "n"(Hi));
   lo = ((x0 << 8) & 0x80008000u) | ((x0 << 7) & 0x3f803f80u);
   hi = ((x1 << 8) & 0x80008000u) | ((x1 << 7) & 0x3f803f80u);
+}
+
+// Bytes (b0, b2) and (b1, b3) of `w` (b0 lowest) as two registers of two fp16, each the e4m3
+// value times 2^-8 as in e4m3x4_to_half: a byte in the high half of a 16-bit lane has its sign
+// in place and its exponent and mantissa one bit too high.
+__device__ __forceinline__ void e4m3_even_odd_to_half(uint32_t w, uint32_t& even, uint32_t& odd) {
+  odd = (w & 0x80008000u) | ((w & 0x7f007f00u) >> 1);
+  const uint32_t s = w << 8;
+  even = (s & 0x80008000u) | ((s & 0x7f007f00u) >> 1);
 }
 
 // Byte offset of 16-byte chunk `c` of row `r` in a raw fp8 tile of ROW-byte rows, swizzled so
@@ -368,8 +384,13 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       uint2 raw = make_uint2(0u, 0u);
       if (r < G) raw = *reinterpret_cast<const uint2*>(qrow + 16 * k + 4 * c);
       const T* e = reinterpret_cast<const T*>(&raw);
-      qa[k][0] = pack2<TM>(to_float(e[0]) * qs, to_float(e[1]) * qs);
-      qa[k][2] = pack2<TM>(to_float(e[2]) * qs, to_float(e[3]) * qs);
+      if constexpr (EMBER_DECODE_FP8_CONV == 1) {  // K's pairs (4c, 4c+2), (4c+1, 4c+3)
+        qa[k][0] = pack2<TM>(to_float(e[0]) * qs, to_float(e[2]) * qs);
+        qa[k][2] = pack2<TM>(to_float(e[1]) * qs, to_float(e[3]) * qs);
+      } else {
+        qa[k][0] = pack2<TM>(to_float(e[0]) * qs, to_float(e[1]) * qs);
+        qa[k][2] = pack2<TM>(to_float(e[2]) * qs, to_float(e[3]) * qs);
+      }
       qa[k][1] = qa[k][3] = 0u;
     }
     q_loaded = true;
@@ -434,7 +455,13 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
           ldsm_x4(smem_u32(ks + swz8<S::kKvRowBytes>(r, c)), b);
           uint32_t f[4][2];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
+          for (int j = 0; j < 4; ++j) {
+            if constexpr (EMBER_DECODE_FP8_CONV == 1) {
+              e4m3_even_odd_to_half(b[j], f[j][0], f[j][1]);
+            } else {
+              e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
+            }
+          }
           mma<TM>(sc[2 * hh], qa[k], f[0][0], f[0][1]);
           mma<TM>(sc[2 * hh], qa[k + 1], f[1][0], f[1][1]);
           mma<TM>(sc[2 * hh + 1], qa[k], f[2][0], f[2][1]);
@@ -519,7 +546,13 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
           ldsm_x4_t(smem_u32(vs + swz8<S::kKvRowBytes>(r, c)), b);
           uint32_t ev[4], od[4];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4240, 0x4341>(b[j], ev[j], od[j]);
+          for (int j = 0; j < 4; ++j) {
+            if constexpr (EMBER_DECODE_FP8_CONV == 1) {
+              e4m3_even_odd_to_half(b[j], ev[j], od[j]);
+            } else {
+              e4m3_pairs_to_half<0x4240, 0x4341>(b[j], ev[j], od[j]);
+            }
+          }
           mma<TM>(o[2 * blk], pa, ev[0], ev[1]);
           mma<TM>(o[2 * blk + 1], pa, od[0], od[1]);
           mma<TM>(o[2 * blk + 2], pa, ev[2], ev[3]);
