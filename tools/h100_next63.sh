@@ -3,6 +3,7 @@
 # copy limits): 128-token fp8 tiles, 32 tokens a warp (EMBER_DECODE_FP8_WT=32), against the
 # default; their fp8 decode tests first; then where the default's warps wait (stall reasons a
 # issued instruction and ncu's source page, as h100_next62.sh, which never got a machine).
+# On an H200 it also runs h200_next60.sh's softmax and KV2 rows before the profile.
 #   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h100_next63.sh
 source tools/h200_lib.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
@@ -19,6 +20,13 @@ SH="--shapes 64x4096x32x8x128x16 --kv-dtype e4m3"
 step 40 h_base && bench fp8_base 40 decode --backends ember $SH --timing cupti
 step 40 h_f32b && EMBER_EXTRA_CUDA_FLAGS="$B" bench fp8_f32b 40 decode --backends ember $SH --timing cupti
 step 40 h_f32bc && EMBER_EXTRA_CUDA_FLAGS="$C" bench fp8_f32bc 40 decode --backends ember $SH --timing cupti
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+if [[ "$GPU" == *H200* ]]; then  # the rows only an H200 can give (h200_next60.sh's)
+  S="softmax --backends ember --shapes 128x128256,64x128256 --dtypes fp32,bf16"
+  step 60 sm && bench softmax 60 $S
+  softmax_peer_rows 60 $S
+  kv2_rows
+fi
 STALLS=$(ncu --query-metrics 2>/dev/null | grep -oE "^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active" | sort -u | sed 's/$/.ratio/' | paste -sd, -)
 step 150 ncu && timeout 150 ncu --clock-control none --launch-skip 3 --launch-count 1 --kernel-name regex:decode_tc --section SourceCounters --section WarpStateStats --metrics $STALLS -o $OUT/r_fp8 python3 -m ember.bench decode --backends ember $SH --timing cuda_event -q > $OUT/ncu_fp8.txt 2>&1
 echo "ncu rc $?"
