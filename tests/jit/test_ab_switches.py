@@ -92,8 +92,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         lambda: decode_spec("fp16", "e4m3", 64, 8),
         (
             "EMBER_DECODE_FP8_WT=32",
-            "EMBER_DECODE_STAGES8=3",
-            "EMBER_DECODE_MINB=2",
+            "EMBER_DECODE_STAGES8=2",
             "EMBER_DECODE_FP8_CONV=1",
         ),
     ),
