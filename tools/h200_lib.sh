@@ -20,16 +20,20 @@ if [ "${SUITE:-0}" = 1 ]; then
   grep -E "^E " $OUT/tests_all.txt | head -30
   exit 0
 fi
+# (The device tool returns at most 8 files from $OUT, so every call's tables go to one
+# $OUT/tables.md and every pytest log to one $OUT/tests.txt, each run under a '## TAG' line.)
 bench() {
-  local tag=$1 t=$2; shift 2
-  timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $OUT/t_$tag.md 2>&1
-  echo "-- $tag rc $?"; grep -E "^\| [a-z]" $OUT/t_$tag.md | cut -d'|' -f2-8,11,13-
+  local tag=$1 t=$2 f=$OUT/.t_$1.md; shift 2
+  timeout $t python3 -m ember.bench "$@" --out $OUT/bench.jsonl -q > $f 2>&1
+  echo "-- $tag rc $?"; grep -E "^\| [a-z]" $f | cut -d'|' -f2-8,11,13-
+  { echo "## $tag"; cat $f; } >> $OUT/tables.md; rm -f $f
 }
 tests() {
-  local tag=$1 t=$2; shift 2
-  timeout $t python3 -m pytest -q "$@" -p no:cacheprovider > $OUT/tests_$tag.txt 2>&1
+  local tag=$1 t=$2 f=$OUT/.tests_$1.txt; shift 2
+  timeout $t python3 -m pytest -q "$@" -p no:cacheprovider > $f 2>&1
   echo "tests $tag {${EMBER_EXTRA_CUDA_FLAGS:-}} rc $?"
-  grep -E "^(FAILED|ERROR)|passed|failed|^E " $OUT/tests_$tag.txt | head -12
+  grep -E "^(FAILED|ERROR)|passed|failed|^E " $f | head -12
+  { echo "## $tag {${EMBER_EXTRA_CUDA_FLAGS:-}}"; cat $f; } >> $OUT/tests.txt; rm -f $f
 }
 # step SECONDS NAME: false (and a line saying so) when SECONDS more would pass the call's 585 s.
 step() { if [ $((SECONDS + $1)) -gt 585 ]; then echo "== skipped at ${SECONDS}s: $2"; return 1; fi; }
