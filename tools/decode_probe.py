@@ -15,18 +15,27 @@ import argparse
 import dataclasses
 import functools
 import statistics
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ember.bench.routines.decode import decode_lengths
 from ember.jit import build_and_load
+from ember.jit.workspace import CSRC_DIR, Workspace
 from ember.ops import decode as dec
 from ember.testing import page_table
 from ember.testing.reference import batch_decode_ref
 
-VARIANTS: dict[str, str] = {  # name -> extra -D flags
+REPO = Path(__file__).resolve().parent.parent
+# name -> extra -D flags, optionally "@<commit>": built from decode_tc.cuh as it was at that
+# commit (decode.cu, decode.cc, decode.cuh and the async-copy calls it makes are unchanged since
+# session 13, so a removed switch builds again as it was). Those switches were removed on probe
+# timings that ran the default module for every variant (see run_variant), so none of them was
+# measured; each "@" block starts with that header's own default ("b..."), as it may differ.
+VARIANTS: dict[str, str] = {
     "base": "",
     "s2": "-DEMBER_DECODE_STAGES16=2 -DEMBER_DECODE_STAGES8=2 -DEMBER_DECODE_MINB=3",
     # 2 stages at 2 CTAs an SM (the registers' limit): one 32 KB tile in flight a CTA while the
@@ -50,6 +59,23 @@ VARIANTS: dict[str, str] = {  # name -> extra -D flags
     "f32bc": "-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=2"
     " -DEMBER_DECODE_FP8_CONV=1",
     "f32ac": "-DEMBER_DECODE_FP8_WT=32 -DEMBER_DECODE_STAGES8=2 -DEMBER_DECODE_FP8_CONV=1",
+    # session 14 (fp8): cvt.rn.f16x2.e4m3x2 conversion; the lazy O rescale
+    "b14": "@a0b5bbb",
+    "cvt": "-DEMBER_DECODE_FP8_CVT=1 @a0b5bbb",
+    "lazy": "-DEMBER_DECODE_LAZY=2 @a0b5bbb",
+    "cvtlazy": "-DEMBER_DECODE_FP8_CVT=1 -DEMBER_DECODE_LAZY=2 @a0b5bbb",
+    # session 16: two chunks a thread a row and 32-bit in-page offsets (17 % fewer loop
+    # instructions); units fastest in the grid
+    "b16": "@7e934a2",
+    "cpt": "-DEMBER_DECODE_CPT=2 -DEMBER_DECODE_ADDR32=1 @7e934a2",
+    "ufast": "-DEMBER_DECODE_UNIT_FAST=1 @5e2097f",
+    # session 17: Q K^T split, one barrier a tile; the persistent kernel; page numbers 3 tiles
+    # ahead with the one-round combine; the L2 prefetch hint
+    "b17": "@6bfabe2",
+    "qkob": "-DEMBER_DECODE_QK_SPLIT=1 -DEMBER_DECODE_ONEBAR=1 @6bfabe2",
+    "persist": "-DEMBER_DECODE_PERSIST=1 @6bfabe2",
+    "l3c": "-DEMBER_DECODE_PG_LEAD=3 -DEMBER_DECODE_COMBINE2=1 @038d343",
+    "l2pf": "-DEMBER_DECODE_L2PF=256 @038d343",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {
@@ -67,12 +93,38 @@ CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {
 }
 
 
+def old_header_source(commit: str) -> Path:
+    """decode.cu including ``decode_tc.cuh`` as it was at ``commit`` (a removed switch's code):
+    the header from ``.snap/decode_tc_<commit>.cuh`` (written from git here when missing; the
+    device copy gets it by carrying ``.snap``), the source under EMBER_CACHE_DIR/probe."""
+    header = REPO / ".snap" / f"decode_tc_{commit}.cuh"
+    if not header.exists():
+        text = subprocess.run(
+            ["git", "show", f"{commit}:ember/csrc/include/ember/decode_tc.cuh"],
+            cwd=REPO, check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        header.parent.mkdir(exist_ok=True)
+        header.write_text(text)
+    cu = (CSRC_DIR / "ops" / "decode.cu").read_text()
+    inc = '#include "ember/decode_tc.cuh"'
+    assert inc in cu, "decode.cu no longer includes decode_tc.cuh by that name"
+    out = Workspace.current().root / "probe" / commit / "decode.cu"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(cu.replace(inc, f'#include "{header.resolve()}"'))
+    return out
+
+
 def variant_module(name: str, flags: str, key: tuple[str, str, int, int]) -> Any:
     base = dec.decode_spec(*key)
+    flags, _, commit = flags.partition("@")
     fl = tuple(flags.split())
+    sources = base.sources
+    if commit:
+        sources = tuple(old_header_source(commit) if s.name == "decode.cu" else s for s in sources)
     spec = dataclasses.replace(
         base,
         uri=f"{base.uri}_x{name}",
+        sources=sources,
         cflags=base.cflags + fl,
         cuda_cflags=base.cuda_cflags + fl,
     )
