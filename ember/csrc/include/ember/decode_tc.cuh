@@ -246,8 +246,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   unsigned char* conv = smem + S::kQBytes;  // fp8 only: the stage's tiles as 16-bit
   unsigned char* pipe = conv + S::kConvBytes;
   constexpr int kStages = S::kStages;
-  // NOTE: units fastest instead (FlashInfer's order) measured the same everywhere (session 16,
-  // 256 x 1024 64/8 277.4 / 277.4 us, graph replay).
+  // NOTE: units fastest instead (FlashInfer's order, EMBER_DECODE_UNIT_FAST at 5e2097f) was
+  // removed on a probe timing that ran this default kernel (notes/decode.md, "Sessions 22-23");
+  // unmeasured: rebuild it with tools/decode_probe.py's `ufast` variant.
   const int unit = blockIdx.y;  // NOTE: heads fastest, so a unit's heads run side by side
   const int kv_head = blockIdx.x;
   const int tid = threadIdx.x;
@@ -300,24 +301,15 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       return swz<D>(r, c);
     }
   };
-  // NOTE: measured (session 17, probe, graph replay, each against the default in the same call;
-  // notes/decode.md, "Session 17"), none moved any case by more than 0.4 %:
-  // - four independent Q K^T MMA chains a warp instead of two (odd k-steps apart), one CTA
-  //   barrier a tile instead of two, and both (256 x 1024 64/8: 277.1 / 277.5 / 277.3 vs 277.1);
-  // - a persistent form, a CTA per resident slot walking its units as one stream of tiles with
-  //   the next unit's row, pages, query and first tiles in flight during this one's combine
-  //   (280.3 vs 280.2);
-  // - page numbers read 2 or 3 tiles ahead instead of 1 (ncu's samples: 6 % of all warp
-  //   samples wait on that read), a combine a thread per 8 elements (8.3 % of the samples at
-  //   256 x 1024), and both (277.7-278.2 vs 278.1; fp8 214.3 vs 214.7);
-  // - K/V copies with an L2::128B / L2::256B prefetch hint (280.8 / 280.8 vs 280.5).
-  // What the warps wait on is not what sets this kernel's time; and its time grows with the
-  // bytes from 248 to 264 requests of 1 024 tokens (278.8 / 281.3 / 290.9 us), so the gap to
-  // FlashInfer there (260.6 / 266.8 / 274.0) is not the last partial wave either.
-  // NOTE: measured (session 16): two adjacent chunks a thread with the in-page offset in 32
-  // bits cut the tile loop 1 021 -> 831 instructions (bf16 d128 g8) and 213 -> 196 registers,
-  // and changed no case's time (256 x 1024 64/8 277.3 -> 277.5 us): this loop is not
-  // issue-bound, though ncu counts ~2x FlashInfer's instructions a token there.
+  // NOTE: sessions 16-17 removed these levers on probe timings that, through a probe defect,
+  // ran this default kernel for every variant (notes/decode.md, "Sessions 22-23"), so none was
+  // measured: two chunks a thread with 32-bit in-page offsets (1 021 -> 831 loop instructions,
+  // `cpt` at 7e934a2); four Q K^T chains a warp and one barrier a tile (`qkob` at 6bfabe2); a
+  // persistent form (`persist`); page numbers 3 tiles ahead with a one-round combine (`l3c` at
+  // 038d343); an L2::256B prefetch hint (`l2pf`). tools/decode_probe.py rebuilds each from its
+  // commit's header. Still valid (harness rows): the time grows with the bytes from 248 to 264
+  // requests of 1 024 tokens (278.8 / 281.3 / 290.9 us against FlashInfer's 260.6 / 266.8 /
+  // 274.0), so the gap there is not the last partial wave.
   // Each thread moves chunk `cc` of rows r0, r0 + kRowStep, ... of every tile. The page of
   // each of those rows is read one tile ahead (into pg), so the page-table load's latency
   // overlaps a tile's compute instead of stalling the next cp.async.
