@@ -87,6 +87,7 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
         lambda: decode_spec("bf16", "e4m3", 128, 4),
         ("EMBER_DECODE_FP8_REGS=0", "EMBER_DECODE_STAGES8=3", "EMBER_DECODE_TC=0"),
     ),
+    (lambda: decode_spec("bf16", "e4m3", 128, 8), ("EMBER_DECODE_FP8_CONV=0",)),
     (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_STAGES16=2",)),
     (
         lambda: decode_spec("fp16", "e4m3", 64, 8),

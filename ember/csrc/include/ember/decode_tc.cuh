@@ -59,13 +59,17 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 #ifndef EMBER_DECODE_FP8_WT
 #define EMBER_DECODE_FP8_WT 16
 #endif
-// Register fp8 path's conversion: 0 (default) byte permutes then shifts and masks (10
-// instructions a register of four values); 1 (A/B, session 21) masks and one shift a pair, with
-// the pairs (b0, b2) / (b1, b3) of each register (7 a register) and q's fragment permuted to
-// match in Q K^T.
+// fp8 -> fp16 conversion: 2 (default) the hardware's cvt.rn.f16x2.e4m3x2 after one prmt a pair
+// (exact values, 2 instructions a pair); 0 byte permutes then shifts and masks into 2^-8 times
+// the value (10 instructions a register of four values); 1 masks and one shift a pair, with the
+// pairs (b0, b2) / (b1, b3) of each register (7 a register) and q's fragment permuted to match
+// in Q K^T. Measured (session 23, H100, the fixed probe, 64 x 4096 32/8 d128 e4m3, CUDA-graph
+// replay): 0 220.8 us, 1 211.8, the cvt form 204.3 (at a0b5bbb's header, beside its own 221.5
+// default); Pareto 193.9 / 185.6 / 177.5. notes/decode.md, "Sessions 22-23".
 #ifndef EMBER_DECODE_FP8_CONV
-#define EMBER_DECODE_FP8_CONV 0
+#define EMBER_DECODE_FP8_CONV 2
 #endif
+static_assert(EMBER_DECODE_FP8_CONV >= 0 && EMBER_DECODE_FP8_CONV <= 2, "FP8_CONV is 0, 1 or 2");
 
 template <int KVB>
 constexpr int min_blocks() {
@@ -153,16 +157,27 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return static_cast<uint32_t>(a.bits) | (static_cast<uint32_t>(b.bits) << 16);
 }
 
-// Four e4m3 values (one register, low byte first) as two registers of two fp16, each exactly
-// the e4m3 value times 2^-8: the e4m3 exponent and mantissa bits are moved into fp16's
-// positions and the exponent bias (7 vs 15) is left in the result, folded into the scales.
-// e4m3 subnormals land on fp16 subnormals, so every value (zero included) is exact. Byte
-// permutes and logic ops only: the v1 kernel's cvts to fp32 (two a value, at a quarter rate)
-// made it conversion-bound. Measured (session 14): the fp16x2 cvt form (cvt.rn.f16x2.e4m3x2 after
-// one prmt, 2 instructions a pair of values instead of 5; the loop's SASS 1 359 -> 1 152) ran no
-// faster at 64 x 4096 fp8 (215.1 vs 215.7 us), so the fp8 loop is not issue-bound; notes/decode.md,
-// "Session 14".
+// Two e4m3 bytes (the low 16 bits of `pair`, low byte first) as fp16x2: exact (every e4m3
+// value, subnormals included, is an fp16 value), NaN stays NaN.
+__device__ __forceinline__ uint32_t e4m3x2_cvt(uint32_t pair) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(pair)));
+  return h2;
+}
+
+// Four e4m3 values (one register, low byte first) as two registers of two fp16. FP8_CONV 2: by
+// cvt, the values themselves. Otherwise each is exactly the e4m3 value times 2^-8: the e4m3
+// exponent and mantissa bits are moved into fp16's positions and the exponent bias (7 vs 15)
+// is left in the result, folded into the scales (kFp8Unscale); e4m3 subnormals land on fp16
+// subnormals, so every value (zero included) is exact. NOTE: session 14 measured the cvt form
+// no faster (215.1 vs 215.7 us) and removed it, but that probe timed the default kernel for
+// both; measured properly (session 23) it is the fastest form, so the loop is issue-bound.
 __device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  if constexpr (EMBER_DECODE_FP8_CONV == 2) {
+    lo = e4m3x2_cvt(w);
+    hi = e4m3x2_cvt(w >> 16);
+    return;
+  }
   uint32_t x0, x1;
   asm("prmt.b32 %0, %1, 0, 0x4140;" : "=r"(x0) : "r"(w));  // [b0, 0, b1, 0]
   asm("prmt.b32 %0, %1, 0, 0x4342;" : "=r"(x1) : "r"(w));  // [b2, 0, b3, 0]
@@ -174,6 +189,17 @@ __device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_
 // 0x4240: bytes 0,2; 0x4341: bytes 1,3 — the last two transpose a 2x2 block of bytes).
 template <unsigned Lo, unsigned Hi>
 __device__ __forceinline__ void e4m3_pairs_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  if constexpr (EMBER_DECODE_FP8_CONV == 2) {
+    // the selectors' byte picks (their nibbles 0 and 2) packed into the low 16 bits
+    constexpr unsigned kLo = 0x4400u | (Lo & 0xfu) | (((Lo >> 8) & 0xfu) << 4);
+    constexpr unsigned kHi = 0x4400u | (Hi & 0xfu) | (((Hi >> 8) & 0xfu) << 4);
+    uint32_t p0, p1;
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p0) : "r"(w), "n"(kLo));
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p1) : "r"(w), "n"(kHi));
+    lo = e4m3x2_cvt(p0);
+    hi = e4m3x2_cvt(p1);
+    return;
+  }
   uint32_t x0, x1;
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x0) : "r"(w), "n"(Lo));
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x1) : "r"(w), "n"(Hi));
@@ -198,9 +224,10 @@ __device__ __forceinline__ int swz8(int r, int c) {
   return r * ROW + ((c ^ ((r * kNC / 8) % kNC)) << 4);
 }
 
-// NOTE: an fp8 K/V element converted by e4m3x4_to_half is 2^-8 times its value; a bf16 query
-// is scaled by 2^-4 into fp16 (finite for |q| < 2^20; rounded to fp16, subnormal below ~2^-10).
-constexpr float kFp8Unscale = 256.f;
+// NOTE: an fp8 K/V element converted by the bit moves (FP8_CONV 0 / 1) is 2^-8 times its value
+// (by cvt, its value); a bf16 query is scaled by 2^-4 into fp16 (finite for |q| < 2^20; rounded
+// to fp16, subnormal below ~2^-10).
+constexpr float kFp8Unscale = EMBER_DECODE_FP8_CONV == 2 ? 1.f : 256.f;
 constexpr float kBf16QScale = 0.0625f;
 
 // The warps' combine: each thread a set of the G x D outputs, from the warps' (max, sum, O) rows
