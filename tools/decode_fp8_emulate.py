@@ -6,6 +6,9 @@ Emulates: load_tile (thread->chunk mapping, kv_off = swz8<ROW>), ldmatrix .x4 / 
 f16->f32 fragments, the qa fragment load, the pa packing and the combine's float4 store.
 Passes for D 64/128, groups 1/4/8, warps 0-3, and fails on each of five planted errors. Run it
 (python tools/decode_fp8_emulate.py) after any change to the fp8 register path's layouts.
+It models the bit-move conversion (EMBER_DECODE_FP8_CONV=0); the default since session 23 is
+the hardware cvt.rn.f16x2.e4m3x2 on the same prmt byte pairs, exact by the PTX ISA, which the
+GPU tests check against fp64.
 """
 
 # ruff: noqa: B023, B905, E501, E731, E741, N803, N806, PLR0912, PLR0915, PLR0917
