@@ -395,6 +395,26 @@ def test_ab_builds_are_neither_ember_nor_its_peers() -> None:
     assert "| ember {-DEMBER_X=0} |" in report.markdown_table(rows)
 
 
+def test_rows_of_other_parameters_are_other_workloads() -> None:
+    """R4.15: one shape under other routine parameters (decode's uniform and Pareto lengths) is
+    not one workload; session 23's table ranked a Pareto ember row against a uniform peer."""
+    uni, par = {"lengths": "uniform"}, {"lengths": "pareto"}
+    rows = [
+        _row("ember", "default", 80.0, params=uni),
+        _row("torch_compile", "default", 100.0, params=uni),
+        _row("ember", "default", 50.0, params=par),
+        _row("torch_compile", "default", 200.0, params=par),
+    ]
+    assert report.comparison_lines(rows) == [
+        "- rmsnorm 8192x8192 bf16 [lengths=uniform]: best peer torch_compile 100.0 µs; "
+        "ember 80.00 µs; ember/best peer 0.800x time (1.25x speed-up)",
+        "- rmsnorm 8192x8192 bf16 [lengths=pareto]: best peer torch_compile 200.0 µs; "
+        "ember 50.00 µs; ember/best peer 0.250x time (4.00x speed-up)",
+    ]
+    report.mark_best(rows)
+    assert all(r.best for r in rows)  # each the fastest of its backend in its own workload
+
+
 def test_rows_record_the_commit_the_operator_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EMBER_BENCH_COMMIT", raising=False)
     from_git = ember_commit()
