@@ -224,8 +224,8 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _backends_with_several_variants(rows: Sequence[Row]) -> set[tuple[str, str, str, str]]:
-    counts: dict[tuple[str, str, str, str], int] = {}
+def _backends_with_several_variants(rows: Sequence[Row]) -> set[tuple[str, ...]]:
+    counts: dict[tuple[str, ...], int] = {}
     for r in rows:
         if r.ok:
             key = (*r.workload, r.series)
