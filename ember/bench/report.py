@@ -27,6 +27,8 @@ __all__ = [
 STATUS_OK = "ok"
 STATUS_REFCHECK_FAILED = "REFCHECK FAILED"
 DEFAULT_VARIANT = "default"
+# (routine, shape, dtype, "k=v, ..." of the routine's parameters): rows compared with each other
+Workload = tuple[str, str, str, str]
 
 
 @dataclass
@@ -129,7 +131,7 @@ class Row:
         return self.status == STATUS_OK and self.median_us is not None
 
     @property
-    def workload(self) -> tuple[str, str, str, str]:
+    def workload(self) -> Workload:
         """``(routine, shape, dtype, params)``: rows with the same workload are compared. The
         routine's parameters (``kv_dtype=e4m3, lengths=pareto``) are part of it, so that rows of
         one shape under other parameters are never ranked against each other."""
@@ -169,7 +171,7 @@ def append_jsonl(rows: Iterable[Row], path: Path) -> int:
 def mark_best(rows: Sequence[Row]) -> None:
     """Set ``best`` on the fastest timed variant of each backend (each A/B build apart) for each
     workload."""
-    groups: dict[tuple[str, ...], list[Row]] = {}
+    groups: dict[tuple[str, ...], list[Row]] = {}  # (*workload, series)
     for r in rows:
         r.best = False
         if r.ok:
@@ -240,9 +242,7 @@ def _ratio(mine: Row, peer: Row) -> str:
     return f"{mine_us / peer_us:.3f}x time ({peer_us / mine_us:.2f}x speed-up)"
 
 
-def _peer_line(
-    w: tuple[str, str, str, str], mine: Row | None, peers: list[Row], subject: str
-) -> str:
+def _peer_line(w: Workload, mine: Row | None, peers: list[Row], subject: str) -> str:
     head = f"- {w[0]} {w[1]} {w[2]}" + (f" [{w[3]}]" if w[3] else "") + ": "
     if not peers:
         return head + "no timed peer"
@@ -266,8 +266,8 @@ def comparison_lines(rows: Sequence[Row], *, subject: str = "ember") -> list[str
     such times are not comparable. Rows of A/B builds of ``subject`` (:attr:`Row.build`) are
     neither ``subject`` nor peers: each gets its ratio against ``subject``'s default build.
     """
-    order: list[tuple[str, str, str, str]] = []
-    best: dict[tuple[str, str, str, str], dict[str, Row]] = {}
+    order: list[Workload] = []
+    best: dict[Workload, dict[str, Row]] = {}
     for r in rows:
         if r.workload not in best:
             order.append(r.workload)

@@ -165,28 +165,16 @@ __device__ __forceinline__ uint32_t e4m3x2_cvt(uint32_t pair) {
   return h2;
 }
 
-// Four e4m3 values (one register, low byte first) as two registers of two fp16. FP8_CONV 2: by
-// cvt, the values themselves. Otherwise each is exactly the e4m3 value times 2^-8: the e4m3
-// exponent and mantissa bits are moved into fp16's positions and the exponent bias (7 vs 15)
-// is left in the result, folded into the scales (kFp8Unscale); e4m3 subnormals land on fp16
-// subnormals, so every value (zero included) is exact. NOTE: session 14 measured the cvt form
-// no faster (215.1 vs 215.7 us) and removed it, but that probe timed the default kernel for
-// both; measured properly (session 23) it is the fastest form, so the loop is issue-bound.
-__device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  if constexpr (EMBER_DECODE_FP8_CONV == 2) {
-    lo = e4m3x2_cvt(w);
-    hi = e4m3x2_cvt(w >> 16);
-    return;
-  }
-  uint32_t x0, x1;
-  asm("prmt.b32 %0, %1, 0, 0x4140;" : "=r"(x0) : "r"(w));  // [b0, 0, b1, 0]
-  asm("prmt.b32 %0, %1, 0, 0x4342;" : "=r"(x1) : "r"(w));  // [b2, 0, b3, 0]
-  lo = ((x0 << 8) & 0x80008000u) | ((x0 << 7) & 0x3f803f80u);
-  hi = ((x1 << 8) & 0x80008000u) | ((x1 << 7) & 0x3f803f80u);
-}
-// The same conversion of two byte pairs picked by prmt selectors: Lo/Hi name the two bytes of
-// `w` that become the low and high halves of `lo`, `hi` (0x4140: bytes 0,1; 0x4342: bytes 2,3;
-// 0x4240: bytes 0,2; 0x4341: bytes 1,3 — the last two transpose a 2x2 block of bytes).
+// Two byte pairs of `w` (e4m3 values), picked by prmt selectors, as two registers of two fp16:
+// Lo/Hi name the two bytes that become the low and high halves of `lo`, `hi` (0x4140: bytes
+// 0,1; 0x4342: bytes 2,3; 0x4240: bytes 0,2; 0x4341: bytes 1,3 — the last two transpose a 2x2
+// block of bytes). FP8_CONV 2: by cvt, the values themselves. Otherwise each is exactly the
+// e4m3 value times 2^-8: the e4m3 exponent and mantissa bits are moved into fp16's positions
+// and the exponent bias (7 vs 15) is left in the result, folded into the scales (kFp8Unscale);
+// e4m3 subnormals land on fp16 subnormals, so every value (zero included) is exact. NOTE:
+// session 14 measured the cvt form no faster (215.1 vs 215.7 us) and removed it, but that probe
+// timed the default kernel for both; measured properly (session 23) it is the fastest form, so
+// the fp8 loop is issue-bound.
 template <unsigned Lo, unsigned Hi>
 __device__ __forceinline__ void e4m3_pairs_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
   if constexpr (EMBER_DECODE_FP8_CONV == 2) {
@@ -205,6 +193,11 @@ __device__ __forceinline__ void e4m3_pairs_to_half(uint32_t w, uint32_t& lo, uin
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x1) : "r"(w), "n"(Hi));
   lo = ((x0 << 8) & 0x80008000u) | ((x0 << 7) & 0x3f803f80u);
   hi = ((x1 << 8) & 0x80008000u) | ((x1 << 7) & 0x3f803f80u);
+}
+
+// Four e4m3 values (one register, low byte first) as [b0, b1], [b2, b3] in fp16.
+__device__ __forceinline__ void e4m3x4_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  e4m3_pairs_to_half<0x4140, 0x4342>(w, lo, hi);
 }
 
 // Bytes (b0, b2) and (b1, b3) of `w` (b0 lowest) as two registers of two fp16, each the e4m3
