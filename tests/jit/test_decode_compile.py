@@ -53,6 +53,9 @@ def test_unsupported_specializations_raise(args: tuple, pattern: str) -> None:
 B, HQ, HK, D, PS, PAGES = 2, 8, 2, 128, 16, 6
 
 
+ONE_PAGE = torch.zeros(1, PS, HK, D, dtype=torch.bfloat16)
+
+
 def good() -> dict[str, Any]:
     bf = torch.bfloat16
     i32 = torch.int32
@@ -145,6 +148,13 @@ def call(**changes: Any) -> None:
             dict(q=torch.zeros(B, HQ, D + 4, dtype=torch.bfloat16)[:, :, 4:]),
             ValueError,
             r"`q` must start 16-byte aligned with every stride but the last a multiple of 16",
+        ),
+        (
+            # the tensor-core kernel forms K/V addresses from 32-bit strides (one page here,
+            # so the view needs no 2^31-element storage)
+            dict(k=ONE_PAGE.as_strided((1, PS, HK, D), (1 << 31, HK * D, D, 1)), v=ONE_PAGE),
+            ValueError,
+            r"`k_cache` strides must be in \[0, 2\^31\) elements, got stride\(0\) = 2147483648",
         ),
         (dict(k_scale=0.0), ValueError, r"k_scale and v_scale must be > 0"),
         (dict(), ValueError, r"`q` must be on a CUDA device, got cpu"),

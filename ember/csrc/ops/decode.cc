@@ -144,6 +144,17 @@ void run(TensorView q, TensorView k, TensorView v, TensorView kv_indptr, TensorV
                                 << "a multiple of 16 bytes (rows of whole 16-byte chunks)";
     }
   }
+  // The tensor-core kernel forms a K/V row's address from 32-bit page, slot and head strides
+  // (only page * page_stride is widened to 64 bits): a cache whose strides reach 2^31 elements
+  // (a page of 2 G elements) is refused rather than wrapped.
+  for (auto [name, t] : {std::pair<const char*, TensorView>{"k_cache", k}, {"v_cache", v}}) {
+    for (int i = 0; i < t.ndim(); ++i) {
+      if (t.stride(i) < 0 || t.stride(i) >= (int64_t{1} << 31)) {
+        TVM_FFI_THROW(ValueError) << kFn << ": `" << name << "` strides must be in [0, 2^31) "
+                                  << "elements, got stride(" << i << ") = " << t.stride(i);
+      }
+    }
+  }
   // NOTE: devices last, so every other check can be exercised with CPU tensors in CI.
   b::expect_device(kFn, "q", q, kDLCUDA, "a CUDA device");
   for (auto [name, t] : {std::pair<const char*, TensorView>{"out", out},
