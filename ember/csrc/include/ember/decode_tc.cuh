@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   const bool capped = p.soft_cap > 0.f;
   const float qk = (capped ? p.sm_scale : p.sm_scale * kLog2e) * k_scale;
   const float inv_cap = capped ? 1.f / p.soft_cap : 0.f, cap_log2e = p.soft_cap * kLog2e;
-  float m = -INFINITY;  // the running max and sum of row lane / 4
+  float m = -INFINITY;  // row lane / 4's running max, and this lane's part of its sum
   float l = 0.f;
   float o[kNT][4];
 #pragma unroll
@@ -545,9 +545,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
         rs += sc[n][j];
       }
     }
-    rs += __shfl_xor_sync(0xffffffffu, rs, 1);
-    rs += __shfl_xor_sync(0xffffffffu, rs, 2);
-    l = l * corr + rs;
+    l = l * corr + rs;  // this lane's share of the row's sum (the 4 lanes are summed at the end)
     // O's rescale only when a row's max grew somewhere in the warp (corr is exactly 1 where it
     // did not): after a unit's first tiles a long row's max rarely moves.
     if (__any_sync(0xffffffffu, grew)) {
@@ -614,6 +612,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   float* sl = sm + kWarps * 16;                // [warps][16]
   {
     const int r = lane / 4;
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
     if (lane % 4 == 0) {
       sm[warp * 16 + r] = m;
       sl[warp * 16 + r] = l;
