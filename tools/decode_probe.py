@@ -83,9 +83,11 @@ VARIANTS: dict[str, str] = {
     "persist": "-DEMBER_DECODE_PERSIST=1 @6bfabe2",
     "l3c": "-DEMBER_DECODE_PG_LEAD=3 -DEMBER_DECODE_COMBINE2=1 @038d343",
     "l2pf": "-DEMBER_DECODE_L2PF=256 @038d343",
-    # session 23's default, before session 24's loop diet (the softmax on the real row only, one
-    # MUFU a 2^x, the lazy O rescale, the cvt halves in place, 32-bit in-page addressing)
+    # session 24's loop diet (the softmax on the real row only, one MUFU a 2^x, the lazy O
+    # rescale, the cvt halves in place, 32-bit in-page addressing, the row sum summed once),
+    # taken back out of the default until a GPU has run it; "b23" is that default's own header
     "b23": "@634da9f",
+    "lean": "@9ee245d",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

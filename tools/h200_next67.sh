@@ -6,6 +6,8 @@
 # in-page addressing: 674 -> 438 SASS instructions a warp a tile on the executed path (fp8
 # d128), 735 -> 507 (bf16 d128). The decode GPU tests first, then harness rows (CUPTI) against
 # FlashInfer's tensor-core path, then the probe against session 23's header (`b23`, `.snap`).
+# Unrun in session 24 (every start refused); the diet was then taken out of the default: first
+# `git revert` that revert, so that the tree's header is `9ee245d`'s again.
 #   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next67.sh   (carry .whl, .snap)
 source tools/h200_lib.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
