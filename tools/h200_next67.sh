@@ -3,8 +3,8 @@
 # diet — the online softmax on the real query row only (rows 8-15 of the MMA block are padding),
 # 2^x by one MUFU, the soft cap and the mask behind uniform branches (the mask on a unit's last
 # tile only), the O rescale only when a max grew, cvt reading both halves of a register, 32-bit
-# in-page addressing: 674 -> 438 SASS instructions a warp a tile on the executed path (fp8
-# d128), 735 -> 507 (bf16 d128). The decode GPU tests first, then harness rows (CUPTI) against
+# in-page addressing, the row sum reduced once: 674 -> 434 SASS instructions a warp a tile on the
+# common path (fp8 d128), 735 -> 503 (bf16 d128; tools/sass_loop.py). The decode GPU tests first, then harness rows (CUPTI) against
 # FlashInfer's tensor-core path, then the probe against session 23's header (`b23`, `.snap`).
 # Unrun in session 24 (every start refused); the diet was then taken out of the default: first
 # `git revert` that revert, so that the tree's header is `9ee245d`'s again.

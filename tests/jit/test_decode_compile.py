@@ -150,8 +150,8 @@ def call(**changes: Any) -> None:
             r"`q` must start 16-byte aligned with every stride but the last a multiple of 16",
         ),
         (
-            # the tensor-core kernel forms K/V addresses from 32-bit strides (one page here,
-            # so the view needs no 2^31-element storage)
+            # K/V strides must fit 31 bits (the lean tensor-core loop's addresses); one page
+            # here, so the view needs no 2^31-element storage
             dict(k=ONE_PAGE.as_strided((1, PS, HK, D), (1 << 31, HK * D, D, 1)), v=ONE_PAGE),
             ValueError,
             r"`k_cache` strides must be in \[0, 2\^31\) elements, got stride\(0\) = 2147483648",

@@ -144,9 +144,9 @@ void run(TensorView q, TensorView k, TensorView v, TensorView kv_indptr, TensorV
                                 << "a multiple of 16 bytes (rows of whole 16-byte chunks)";
     }
   }
-  // The tensor-core kernel forms a K/V row's address from 32-bit page, slot and head strides
-  // (only page * page_stride is widened to 64 bits): a cache whose strides reach 2^31 elements
-  // (a page of 2 G elements) is refused rather than wrapped.
+  // K/V strides below 2^31 elements (a page under 2 G elements): the lean tensor-core loop
+  // (`9ee245d`, not yet the default) forms a row's address from 32-bit strides, widening only
+  // page * page_stride, so a larger stride is refused here rather than wrapped there.
   for (auto [name, t] : {std::pair<const char*, TensorView>{"k_cache", k}, {"v_cache", v}}) {
     for (int i = 0; i < t.ndim(); ++i) {
       if (t.stride(i) < 0 || t.stride(i) >= (int64_t{1} << 31)) {
