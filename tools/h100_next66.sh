@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Written in session 23 for the next call (device tool, `.whl` and `.snap` carried; any Hopper
-# card; never run: superseded by session 24's loop diet, tools/README.md). fp8: 128-token tiles with the cvt default at 3 CTAs an SM (f32c2: 2 stages, 168
+# card; never run: superseded by session 24's loop diet, tools/README.md). fp8: 128-token
+# tiles with the cvt default at 3 CTAs an SM (f32c2: 2 stages, 168
 # registers, 32 bytes spilled at d128) against the default and f32c (3 stages, 2 CTAs an SM:
 # 199.1 vs 208.7 us uniform but 193.2 vs 180.7 on Pareto lengths on an H100, h100_next65.sh);
 # v1 (the CUDA-core kernel) is the control that must differ. On an H200 only: the 16-bit levers
