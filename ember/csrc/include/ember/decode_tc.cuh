@@ -157,18 +157,11 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return static_cast<uint32_t>(a.bits) | (static_cast<uint32_t>(b.bits) << 16);
 }
 
-// Two e4m3 bytes (the low 16 bits of `pair`, low byte first) as fp16x2: exact (every e4m3
-// value, subnormals included, is an fp16 value), NaN stays NaN.
-__device__ __forceinline__ uint32_t e4m3x2_cvt(uint32_t pair) {
-  uint32_t h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(pair)));
-  return h2;
-}
-
 // Two byte pairs of `w` (e4m3 values), picked by prmt selectors, as two registers of two fp16:
 // Lo/Hi name the two bytes that become the low and high halves of `lo`, `hi` (0x4140: bytes
 // 0,1; 0x4342: bytes 2,3; 0x4240: bytes 0,2; 0x4341: bytes 1,3 — the last two transpose a 2x2
-// block of bytes). FP8_CONV 2: by cvt, the values themselves. Otherwise each is exactly the
+// block of bytes). FP8_CONV 2: by cvt.rn.f16x2.e4m3x2, the values themselves (exact: every e4m3
+// value, subnormals included, is an fp16 value; NaN stays NaN). Otherwise each is exactly the
 // e4m3 value times 2^-8: the e4m3 exponent and mantissa bits are moved into fp16's positions
 // and the exponent bias (7 vs 15) is left in the result, folded into the scales (kFp8Unscale);
 // e4m3 subnormals land on fp16 subnormals, so every value (zero included) is exact. NOTE:
@@ -178,14 +171,16 @@ __device__ __forceinline__ uint32_t e4m3x2_cvt(uint32_t pair) {
 template <unsigned Lo, unsigned Hi>
 __device__ __forceinline__ void e4m3_pairs_to_half(uint32_t w, uint32_t& lo, uint32_t& hi) {
   if constexpr (EMBER_DECODE_FP8_CONV == 2) {
-    // the selectors' byte picks (their nibbles 0 and 2) packed into the low 16 bits
-    constexpr unsigned kLo = 0x4400u | (Lo & 0xfu) | (((Lo >> 8) & 0xfu) << 4);
-    constexpr unsigned kHi = 0x4400u | (Hi & 0xfu) | (((Hi >> 8) & 0xfu) << 4);
-    uint32_t p0, p1;
-    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p0) : "r"(w), "n"(kLo));
-    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p1) : "r"(w), "n"(kHi));
-    lo = e4m3x2_cvt(p0);
-    hi = e4m3x2_cvt(p1);
+    // One prmt puts the four picked bytes in order (none when they are in order already); cvt
+    // reads each 16-bit half in place (SASS: F2FP.F16.E4M3.UNPACK_B on R and R.H1).
+    constexpr unsigned kSel =
+        (Lo & 0xfu) | ((Lo >> 8) & 0xfu) << 4 | (Hi & 0xfu) << 8 | ((Hi >> 8) & 0xfu) << 12;
+    uint32_t x = w;
+    if constexpr (kSel != 0x3210u) asm("prmt.b32 %0, %1, 0, %2;" : "=r"(x) : "r"(w), "n"(kSel));
+    asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(x));
     return;
   }
   uint32_t x0, x1;
@@ -348,20 +343,30 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) pg[j] = pages[page_of(row_token(tile, j))];
   };
+  // A row's source is its page's start (one 32 x 32 -> 64-bit multiply-add of the page number)
+  // plus a 32-bit in-page offset: the binding checks that every stride is below 2^31 elements
+  // (decode.cc), so only page * page_stride needs 64 bits. The swizzles repeat every 8 rows and
+  // a thread's rows are kRowStep apart, so its shared-memory offsets are one base plus
+  // immediates.
+  static_assert(kRowStep % 8 == 0, "a thread's rows share a swizzle phase");
+  const uint32_t k_ps = static_cast<uint32_t>(p.k.page_stride);
+  const uint32_t v_ps = static_cast<uint32_t>(p.v.page_stride);
+  const uint32_t k_ss = static_cast<uint32_t>(p.k.slot_stride);
+  const uint32_t v_ss = static_cast<uint32_t>(p.v.slot_stride);
+  const TKV* kc = kb + cc * kElemsPerChunk;
+  const TKV* vc = vb + cc * kElemsPerChunk;
+  const uint32_t dst0 = smem_u32(pipe) + kv_off(r0, cc);
   auto load_tile = [&](int tile, int stage) {
-    unsigned char* ks = pipe + stage * S::kStageBytes;
-    unsigned char* vs = ks + S::kKvTileBytes;
+    const uint32_t kdst = dst0 + stage * S::kStageBytes;
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
-      const int r = r0 + j * kRowStep;
-      const bool valid = kv_start + tile * kT + r < kv_end;
+      const bool valid = kv_start + tile * kT + r0 + j * kRowStep < kv_end;
       const int tt = row_token(tile, j);
-      const int s = tt - page_of(tt) * p.page_size;
-      const int64_t page = pg[j];
-      cp_async16(smem_u32(ks + kv_off(r, cc)),
-                 kb + page * p.k.page_stride + s * p.k.slot_stride + cc * kElemsPerChunk, valid);
-      cp_async16(smem_u32(vs + kv_off(r, cc)),
-                 vb + page * p.v.page_stride + s * p.v.slot_stride + cc * kElemsPerChunk, valid);
+      const uint32_t s = static_cast<uint32_t>(tt - page_of(tt) * p.page_size);
+      const uint64_t page = static_cast<uint32_t>(pg[j]);
+      const uint32_t row = kdst + j * kRowStep * S::kKvRowBytes;
+      cp_async16(row, kc + s * k_ss + page * k_ps, valid);
+      cp_async16(row + S::kKvTileBytes, vc + s * v_ss + page * v_ps, valid);
     }
   };
 #pragma unroll
@@ -374,9 +379,11 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   }
   if (kStages - 1 < n_tiles) fetch_pages(kStages - 1);
 
-  const float scale = p.soft_cap > 0.f ? p.sm_scale : p.sm_scale * kLog2e;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.f, 0.f};
+  const bool capped = p.soft_cap > 0.f;
+  const float qk = (capped ? p.sm_scale : p.sm_scale * kLog2e) * k_scale;
+  const float inv_cap = capped ? 1.f / p.soft_cap : 0.f, cap_log2e = p.soft_cap * kLog2e;
+  float m = -INFINITY;  // row lane / 4's running max, and this lane's part of its sum
+  float l = 0.f;
   float o[kNT][4];
 #pragma unroll
   for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
@@ -491,60 +498,71 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
         }
       }
     }
-    // Scale, cap, mask; online softmax for rows lane/4 (h = 0) and lane/4 + 8 (h = 1).
-    const int tok0 = kv_start + tile * kT + row0 + (lane % 4) * 2;
-    float mx[2] = {m[0], m[1]};
+    // Scale, cap, mask; online softmax for row lane / 4 (its c0, c1). Rows 8-15 of the query
+    // block are zero (G <= 8) and their O rows are never read, so they get no softmax: their P
+    // is 0. One multiply an element (qk: sm_scale, log2(e) unless capped, K's scale); the cap and
+    // the mask each behind one uniform branch, the mask only on the unit's last tile; 2^x one
+    // MUFU.
+#pragma unroll
+    for (int n = 0; n < 2 * kSub; ++n) {
+      sc[n][0] *= qk;
+      sc[n][1] *= qk;
+    }
+    if (capped) {
+#pragma unroll
+      for (int n = 0; n < 2 * kSub; ++n) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) sc[n][j] = cap_log2e * tanhf(sc[n][j] * inv_cap);
+      }
+    }
+    if (kv_start + (tile + 1) * kT > kv_end) {
+      const int tok0 = kv_start + tile * kT + row0 + (lane % 4) * 2;
+#pragma unroll
+      for (int n = 0; n < 2 * kSub; ++n) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          if (tok0 + n * 8 + j >= kv_end) sc[n][j] = -INFINITY;
+        }
+      }
+    }
+    float mx = m;
+#pragma unroll
+    for (int n = 0; n < 2 * kSub; ++n) mx = fmaxf(mx, fmaxf(sc[n][0], sc[n][1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // mu: the row's max, or 0 while the row has seen no token (then every score is -inf and
+    // 2^(-inf - 0) = 0, as is its correction); no -inf - -inf is formed.
+    const float mu = mx == -INFINITY ? 0.f : mx;
+    const float corr = exp2_approx(m - mu);
+    const bool grew = mx != m;
+    m = mx;
+    float rs = 0.f;
 #pragma unroll
     for (int n = 0; n < 2 * kSub; ++n) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float x = sc[n][j] * scale * k_scale;
-        if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap) * kLog2e;
-        const int t = tok0 + n * 8 + (j & 1);
-        x = t < kv_end ? x : -INFINITY;
-        sc[n][j] = x;
-        mx[j / 2] = fmaxf(mx[j / 2], x);
+      for (int j = 0; j < 2; ++j) {
+        sc[n][j] = exp2_approx(sc[n][j] - mu);
+        rs += sc[n][j];
       }
     }
-    float corr[2];
+    l = l * corr + rs;  // this lane's share of the row's sum (the 4 lanes are summed at the end)
+    // O's rescale only when a row's max grew somewhere in the warp (corr is exactly 1 where it
+    // did not): after a unit's first tiles a long row's max rarely moves.
+    if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      corr[h] = mx[h] == -INFINITY ? 1.f : exp2f(m[h] - mx[h]);
-      m[h] = mx[h];
-    }
-    float rs[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < 2 * kSub; ++n) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float e = m[j / 2] == -INFINITY ? 0.f : exp2f(sc[n][j] - m[j / 2]);
-        sc[n][j] = e;
-        rs[j / 2] += e;
+      for (int n = 0; n < kNT; ++n) {
+        o[n][0] *= corr;
+        o[n][1] *= corr;
       }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 1);
-      rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);
-      l[h] = l[h] * corr[h] + rs[h];
-    }
-#pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
     }
     // O += P V: P (16 x 16 tokens a block) from the S accumulators.
 #pragma unroll
     for (int hh = 0; hh < kSub; ++hh) {
       uint32_t pa[4];
       pa[0] = pack2<TM>(sc[2 * hh][0], sc[2 * hh][1]);
-      pa[1] = pack2<TM>(sc[2 * hh][2], sc[2 * hh][3]);
+      pa[1] = 0u;  // rows 8-15
       pa[2] = pack2<TM>(sc[2 * hh + 1][0], sc[2 * hh + 1][1]);
-      pa[3] = pack2<TM>(sc[2 * hh + 1][2], sc[2 * hh + 1][3]);
+      pa[3] = 0u;
       if constexpr (kRegs) {
         // Transposed x4 loads of raw fp8 V: (tokens 0-7, chunk blk), (tokens 8-15, blk), then
         // blk + 1. A thread gets tokens (2c, 2c+1) of bytes (2n, 2n+1) of the chunk (n = lane / 4):
@@ -587,32 +605,32 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   cp_wait<0>();
   pdl_launch_dependents();
 
-  // Combine the warps. Row r of this thread: lane / 4 (+ 8).
+  // Combine the warps: row lane / 4 of each (rows 8-15 are padding, neither written nor read).
   __syncthreads();
   float* so = reinterpret_cast<float*>(pipe);  // [warps][16][kOStride]
   float* sm = so + kWarps * 16 * S::kOStride;  // [warps][16]
   float* sl = sm + kWarps * 16;                // [warps][16]
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = lane / 4 + 8 * h;
+  {
+    const int r = lane / 4;
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
     if (lane % 4 == 0) {
-      sm[warp * 16 + r] = m[h];
-      sl[warp * 16 + r] = l[h];
+      sm[warp * 16 + r] = m;
+      sl[warp * 16 + r] = l;
     }
     if constexpr (kRegs) {  // tiles 2 blk / 2 blk + 1: even / odd columns of chunk blk
 #pragma unroll
       for (int blk = 0; blk < D / 16; ++blk) {
         const int d = blk * 16 + (lane % 4) * 4;
         *reinterpret_cast<float4*>(so + (warp * 16 + r) * S::kOStride + d) =
-            make_float4(o[2 * blk][2 * h], o[2 * blk + 1][2 * h], o[2 * blk][2 * h + 1],
-                        o[2 * blk + 1][2 * h + 1]);
+            make_float4(o[2 * blk][0], o[2 * blk + 1][0], o[2 * blk][1], o[2 * blk + 1][1]);
       }
     } else {
 #pragma unroll
       for (int n = 0; n < kNT; ++n) {
         const int d = n * 8 + (lane % 4) * 2;
         *reinterpret_cast<float2*>(so + (warp * 16 + r) * S::kOStride + d) =
-            make_float2(o[n][2 * h], o[n][2 * h + 1]);
+            make_float2(o[n][0], o[n][1]);
       }
     }
   }
