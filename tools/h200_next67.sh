@@ -6,8 +6,8 @@
 # in-page addressing, the row sum reduced once: 674 -> 434 SASS instructions a warp a tile on the
 # common path (fp8 d128), 735 -> 503 (bf16 d128; tools/sass_loop.py). The decode GPU tests first, then harness rows (CUPTI) against
 # FlashInfer's tensor-core path, then the probe against session 23's header (`b23`, `.snap`).
-# Unrun in session 24 (every start refused); the diet was then taken out of the default: first
-# `git revert` that revert, so that the tree's header is `9ee245d`'s again.
+# Unrun in session 24 (every start refused); session 25 ran it at `f6fed42` (H100, rows in
+# docs/perf/h100-2026-12-07-s25a.jsonl), where the tree's header is `9ee245d`'s again.
 #   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next67.sh   (carry .whl, .snap)
 source tools/h200_lib.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
