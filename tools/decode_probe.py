@@ -88,6 +88,10 @@ VARIANTS: dict[str, str] = {
     # taken back out of the default until a GPU has run it; "b23" is that default's own header
     "b23": "@634da9f",
     "lean": "@9ee245d",
+    # session 25: tokens as the MMA's M (half the MMAs, O^T in 32 registers); with 3 fp8 stages
+    # at 4 CTAs an SM (its 116 registers allow 4 where the default's 168 allow 3)
+    "tmma": "-DEMBER_DECODE_TMMA=1",
+    "tmma4": "-DEMBER_DECODE_TMMA=1 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=4",
 }
 # name -> (batch, mean tokens, qo heads, kv heads, head_dim, page, lengths, kv dtype)
 CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {

@@ -70,6 +70,19 @@ constexpr int kTile = 64;  // tokens per pipeline stage (16 per warp)
 #define EMBER_DECODE_FP8_CONV 2
 #endif
 static_assert(EMBER_DECODE_FP8_CONV >= 0 && EMBER_DECODE_FP8_CONV <= 2, "FP8_CONV is 0, 1 or 2");
+// Tokens as the MMA's M, heads as its N (A/B, session 25): S^T = K Q^T with K as the A operand
+// (the same x4 ldmatrix) and q as B (two registers a k-step, loaded once, no zero-padded rows),
+// then O^T = V^T P^T with V^T from the transposed ldmatrix and P^T made from S^T's
+// accumulators by movmatrix. Half the MMAs of the default (16 instead of 32 a warp a 16-token
+// block at d128) and O^T in 32 registers instead of 64; the max over a head's tokens takes
+// three shuffle levels (two heads a thread) instead of two. Layouts checked lane by lane on the
+// CPU by tools/decode_tmma_emulate.py. Needs the register fp8 path and the pair conversions
+// (FP8_CONV 0 or 2).
+#ifndef EMBER_DECODE_TMMA
+#define EMBER_DECODE_TMMA 0
+#endif
+static_assert(!EMBER_DECODE_TMMA || (EMBER_DECODE_FP8_REGS && EMBER_DECODE_FP8_CONV != 1),
+              "EMBER_DECODE_TMMA needs EMBER_DECODE_FP8_REGS=1 and FP8_CONV 0 or 2");
 
 template <int KVB>
 constexpr int min_blocks() {
@@ -104,7 +117,8 @@ struct Smem {
   static constexpr int kKvTileBytes = kTileTokens * kKvRowBytes;
   static constexpr int kStageBytes = 2 * kKvTileBytes;  // K and V
   static constexpr bool kFp8Regs = KVB == 1 && EMBER_DECODE_FP8_REGS;
-  static constexpr int kQBytes = kFp8Regs ? 0 : 16 * kRowBytes;  // the 16-row query block
+  // The 16-row query block (the register fp8 path and TMMA read q's fragments from global).
+  static constexpr int kQBytes = kFp8Regs || EMBER_DECODE_TMMA ? 0 : 16 * kRowBytes;
   static constexpr int kConvBytes = KVB == 1 && !kFp8Regs ? 2 * kTileBytes : 0;
   static constexpr int kPipeBytes = kStages * kStageBytes;
   // NOTE: combine rows padded by 8 floats and written as float2: each half-warp's 16 stores then
@@ -130,6 +144,13 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+// The warp's 8 x 8 matrix of 16-bit values (a thread: row lane / 4, columns 2 (lane % 4) and
+// 2 (lane % 4) + 1) transposed, in the same layout.
+__device__ __forceinline__ uint32_t movmatrix_t(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
 }
 
 template <typename T>
@@ -254,6 +275,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   constexpr bool kQConvert = !std::is_same_v<T, TM>;  // bf16 q with fp8 K/V
   using S = Smem<D, sizeof(TKV)>;
   constexpr bool kRegs = S::kFp8Regs;
+  constexpr bool kTm = EMBER_DECODE_TMMA != 0;
   constexpr int kNT = D / 8;   // n-tiles of O
   constexpr int kKS = D / 16;  // k-steps of Q K^T
   extern __shared__ __align__(128) unsigned char smem[];
@@ -280,7 +302,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 
   // Query block: rows 0..G-1 are the group's heads, the rest zero (the register fp8 path reads
   // its query fragments from global memory below instead).
-  for (int i = tid; i < (kRegs ? 0 : 16 * S::kChunks); i += kWarps * 32) {
+  for (int i = tid; i < (kRegs || kTm ? 0 : 16 * S::kChunks); i += kWarps * 32) {
     const int r = i / S::kChunks, c = i % S::kChunks;
     const T* src = static_cast<const T*>(p.q) + req * p.q_stride_b +
                    (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
@@ -389,7 +411,36 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   uint32_t qa[kKS][4];
   bool q_loaded = false;
-  if constexpr (kRegs) {
+  // TMMA: S^T's and O^T's state. Thread (g, c) = (lane / 4, lane % 4) holds heads 2c, 2c + 1:
+  // their running max (the same in every lane of that c) and this lane's share of their sums;
+  // to[mt] is O^T's m-tile mt (16 dims x 8 heads), rows as in the combine below.
+  float tm[2] = {-INFINITY, -INFINITY}, tl[2] = {0.f, 0.f};
+  float to[D / 16][4];
+  uint32_t qb[kKS][2];  // q as the B operand: head lane / 4 (zero from G on)
+  if constexpr (kTm) {
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) to[n][0] = to[n][1] = to[n][2] = to[n][3] = 0.f;
+    const int g = lane / 4, c = lane % 4;
+    const T* qrow = static_cast<const T*>(p.q) + req * p.q_stride_b +
+                    (kv_head * G + (g < G ? g : 0)) * p.q_stride_h;
+    const float qs = kQConvert ? kBf16QScale : 1.f;
+#pragma unroll
+    for (int k = 0; k < kKS; ++k) {
+      if constexpr (kFp8) {
+        // B's rows 2c, 2c + 1 / 2c + 8, 2c + 9 are head_dim 4c, 4c + 1 / 4c + 2, 4c + 3 of the
+        // k-step: the pairs a thread's K register converts to (A's columns, below).
+        uint2 raw = make_uint2(0u, 0u);
+        if (g < G) raw = *reinterpret_cast<const uint2*>(qrow + 16 * k + 4 * c);
+        const T* e = reinterpret_cast<const T*>(&raw);
+        qb[k][0] = pack2<TM>(to_float(e[0]) * qs, to_float(e[1]) * qs);
+        qb[k][1] = pack2<TM>(to_float(e[2]) * qs, to_float(e[3]) * qs);
+      } else {
+        qb[k][0] = g < G ? *reinterpret_cast<const uint32_t*>(qrow + 16 * k + 2 * c) : 0u;
+        qb[k][1] = g < G ? *reinterpret_cast<const uint32_t*>(qrow + 16 * k + 8 + 2 * c) : 0u;
+      }
+    }
+    q_loaded = true;
+  } else if constexpr (kRegs) {
     // K's fragments come from ldmatrix on raw fp8 rows: a thread holds bytes 4c..4c+3 (c = lane
     // % 4) of a 16-element k-step, as (b0, b1) = elements (4c, 4c+1), (4c+2, 4c+3). The sum over
     // head_dim does not care about order, so q's fragment is permuted the same way: a0 = q[4c,
@@ -456,150 +507,296 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       ks = conv;
       vs = conv + S::kTileBytes;
     }
-    const int row0 = warp * 16 * kSub;  // this warp's 16 kSub tokens in the tile
-    // S = Q K^T: two n-tiles of 8 tokens a 16-token block (n-tile n: tokens row0 + 8n ...).
-    float sc[2 * kSub][4];
+    if constexpr (kTm) {
+      const int row0 = warp * 16 * kSub;  // this warp's 16 kSub tokens in the tile
+      // The rows lane l supplies to an x4 ldmatrix: matrix l / 8 is tokens 8 ((l / 8) % 2) ...
+      // of the block for K and fp8 V, tokens 8 (l / 16) ... for 16-bit V.
+      const int rk = row0 + ((lane / 8) % 2) * 8 + lane % 8;
+      const int rv = kFp8 ? rk : row0 + (lane / 16) * 8 + lane % 8;
+      // S^T = K Q^T: block hh's 16 tokens x 8 heads; st[hh][0..1] token row0 + 16 hh + lane / 4
+      // with heads 2 (lane % 4) and 2 (lane % 4) + 1, st[hh][2..3] the token 8 further on. Even
+      // and odd k-steps accumulate apart (st, su), two MMA chains of kKS / 2 instead of one.
+      float st[kSub][4];
 #pragma unroll
-    for (int n = 0; n < 2 * kSub; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+      for (int hh = 0; hh < kSub; ++hh) {
+        float su[4];
+        st[hh][0] = st[hh][1] = st[hh][2] = st[hh][3] = 0.f;
+        su[0] = su[1] = su[2] = su[3] = 0.f;
+        if constexpr (kFp8) {
+          // (tokens 0-7, k-step k), (8-15, k), (0-7, k + 1), (8-15, k + 1): a register holds
+          // bytes 4c..4c+3 of its token's k-step, converted as the pairs (4c, 4c+1), (4c+2,
+          // 4c+3), which are A's columns (2c, 2c+1), (2c+8, 2c+9) (q's rows match).
 #pragma unroll
-    for (int hh = 0; hh < kSub; ++hh) {
-      if constexpr (kRegs) {
-        // One x4 load: (tokens 0-7, k-steps k, k+1), (tokens 8-15, k, k+1); a 16-byte chunk of
-        // a raw fp8 row is one k-step.
+          for (int k = 0; k < kKS; k += 2) {
+            uint32_t b[4];
+            ldsm_x4(smem_u32(ks + swz8<S::kKvRowBytes>(rk + 16 * hh, k + lane / 16)), b);
+            uint32_t f[4][2];
 #pragma unroll
-        for (int k = 0; k < kKS; k += 2) {
-          uint32_t b[4];
-          const int r = row0 + 16 * hh + (lane / 16) * 8 + lane % 8;
-          const int c = k + (lane / 8) % 2;
-          ldsm_x4(smem_u32(ks + swz8<S::kKvRowBytes>(r, c)), b);
-          uint32_t f[4][2];
+            for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
+            const uint32_t a0[4] = {f[0][0], f[1][0], f[0][1], f[1][1]};
+            const uint32_t a1[4] = {f[2][0], f[3][0], f[2][1], f[3][1]};
+            mma<TM>(st[hh], a0, qb[k][0], qb[k][1]);
+            mma<TM>(su, a1, qb[k + 1][0], qb[k + 1][1]);
+          }
+        } else {
+          // (tokens 0-7, dims 0-7 of k-step k), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15): A.
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if constexpr (EMBER_DECODE_FP8_CONV == 1) {
-              e4m3_even_odd_to_half(b[j], f[j][0], f[j][1]);
+          for (int k = 0; k < kKS; ++k) {
+            uint32_t a[4];
+            ldsm_x4(smem_u32(ks + swz<D>(rk + 16 * hh, 2 * k + lane / 16)), a);
+            if (k % 2 == 0) {
+              mma<TM>(st[hh], a, qb[k][0], qb[k][1]);
             } else {
-              e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
+              mma<TM>(su, a, qb[k][0], qb[k][1]);
             }
           }
-          mma<TM>(sc[2 * hh], qa[k], f[0][0], f[0][1]);
-          mma<TM>(sc[2 * hh], qa[k + 1], f[1][0], f[1][1]);
-          mma<TM>(sc[2 * hh + 1], qa[k], f[2][0], f[2][1]);
-          mma<TM>(sc[2 * hh + 1], qa[k + 1], f[3][0], f[3][1]);
         }
-      } else {
 #pragma unroll
-        for (int k = 0; k < kKS; ++k) {
-          uint32_t b[4];
-          const int r = row0 + 16 * hh + (lane / 16) * 8 + lane % 8;
-          const int c = 2 * k + (lane / 8) % 2;
-          ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
-          mma<TM>(sc[2 * hh], qa[k], b[0], b[1]);
-          mma<TM>(sc[2 * hh + 1], qa[k], b[2], b[3]);
+        for (int j = 0; j < 4; ++j) st[hh][j] += su[j];
+      }
+      // Scale, cap, mask as below; the online softmax over a head's tokens, which lie in the
+      // 8 lanes of one lane % 4 (3 shuffle levels) and a thread's st[.][h] and st[.][h + 2].
+#pragma unroll
+      for (int hh = 0; hh < kSub; ++hh) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) st[hh][j] *= qk;
+      }
+      if (capped) {
+#pragma unroll
+        for (int hh = 0; hh < kSub; ++hh) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) st[hh][j] = cap_log2e * tanhf(st[hh][j] * inv_cap);
         }
       }
-    }
-    // Scale, cap, mask; online softmax for row lane / 4 (its c0, c1). Rows 8-15 of the query
-    // block are zero (G <= 8) and their O rows are never read, so they get no softmax: their P
-    // is 0. One multiply an element (qk: sm_scale, log2(e) unless capped, K's scale); the cap and
-    // the mask each behind one uniform branch, the mask only on the unit's last tile; 2^x one
-    // MUFU.
+      if (kv_start + (tile + 1) * kT > kv_end) {
+        const int tok0 = kv_start + tile * kT + row0 + lane / 4;
 #pragma unroll
-    for (int n = 0; n < 2 * kSub; ++n) {
-      sc[n][0] *= qk;
-      sc[n][1] *= qk;
-    }
-    if (capped) {
+        for (int hh = 0; hh < kSub; ++hh) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (tok0 + 16 * hh + (j / 2) * 8 >= kv_end) st[hh][j] = -INFINITY;
+          }
+        }
+      }
+      float mx[2] = {tm[0], tm[1]};
+#pragma unroll
+      for (int hh = 0; hh < kSub; ++hh) {
+        mx[0] = fmaxf(mx[0], fmaxf(st[hh][0], st[hh][2]));
+        mx[1] = fmaxf(mx[1], fmaxf(st[hh][1], st[hh][3]));
+      }
+#pragma unroll
+      for (int sh = 4; sh < 32; sh *= 2) {
+        mx[0] = fmaxf(mx[0], __shfl_xor_sync(0xffffffffu, mx[0], sh));
+        mx[1] = fmaxf(mx[1], __shfl_xor_sync(0xffffffffu, mx[1], sh));
+      }
+      float mu[2], corr[2];
+      bool grew = false;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mu[h] = mx[h] == -INFINITY ? 0.f : mx[h];  // as below: no -inf - -inf
+        corr[h] = exp2_approx(tm[h] - mu[h]);
+        grew = grew || mx[h] != tm[h];
+        tm[h] = mx[h];
+      }
+      float rs[2] = {0.f, 0.f};
+#pragma unroll
+      for (int hh = 0; hh < kSub; ++hh) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          st[hh][j] = exp2_approx(st[hh][j] - mu[j % 2]);
+          rs[j % 2] += st[hh][j];
+        }
+      }
+      tl[0] = tl[0] * corr[0] + rs[0];
+      tl[1] = tl[1] * corr[1] + rs[1];
+      if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n) {
+          to[n][0] *= corr[0];
+          to[n][1] *= corr[1];
+          to[n][2] *= corr[0];
+          to[n][3] *= corr[1];
+        }
+      }
+      // O^T += V^T P^T. P^T's B fragment (tokens 2c, 2c+1 / 2c+8, 2c+9 of head lane / 4) is
+      // each 8 x 8 block of P (tokens x heads, as the accumulators hold it) transposed.
+#pragma unroll
+      for (int hh = 0; hh < kSub; ++hh) {
+        const uint32_t pb0 = movmatrix_t(pack2<TM>(st[hh][0], st[hh][1]));
+        const uint32_t pb1 = movmatrix_t(pack2<TM>(st[hh][2], st[hh][3]));
+        if constexpr (kFp8) {
+          // (tokens 0-7, chunk ch), (8-15, ch), (0-7, ch + 1), (8-15, ch + 1) transposed: a
+          // register holds tokens 2c, 2c+1 of bytes 2g, 2g+1 (g = lane / 4); the pairs (b0, b2)
+          // and (b1, b3) are V^T's dims 2g and 2g+1, made A's rows g and g + 8 of m-tile ch.
+#pragma unroll
+          for (int ch = 0; ch < D / 16; ch += 2) {
+            uint32_t b[4];
+            ldsm_x4_t(smem_u32(vs + swz8<S::kKvRowBytes>(rv + 16 * hh, ch + lane / 16)), b);
+            uint32_t ev[4], od[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) e4m3_pairs_to_half<0x4240, 0x4341>(b[j], ev[j], od[j]);
+            const uint32_t a0[4] = {ev[0], od[0], ev[1], od[1]};
+            const uint32_t a1[4] = {ev[2], od[2], ev[3], od[3]};
+            mma<TM>(to[ch], a0, pb0, pb1);
+            mma<TM>(to[ch + 1], a1, pb0, pb1);
+          }
+        } else {
+          // (tokens 0-7, dims 0-7 of m-tile mt), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15)
+          // transposed: A = V^T, rows = dims.
+#pragma unroll
+          for (int mt = 0; mt < D / 16; ++mt) {
+            uint32_t a[4];
+            ldsm_x4_t(smem_u32(vs + swz<D>(rv + 16 * hh, 2 * mt + (lane / 8) % 2)), a);
+            mma<TM>(to[mt], a, pb0, pb1);
+          }
+        }
+      }
+    } else {
+      const int row0 = warp * 16 * kSub;  // this warp's 16 kSub tokens in the tile
+      // S = Q K^T: two n-tiles of 8 tokens a 16-token block (n-tile n: tokens row0 + 8n ...).
+      float sc[2 * kSub][4];
+#pragma unroll
+      for (int n = 0; n < 2 * kSub; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+      for (int hh = 0; hh < kSub; ++hh) {
+        if constexpr (kRegs) {
+          // One x4 load: (tokens 0-7, k-steps k, k+1), (tokens 8-15, k, k+1); a 16-byte chunk of
+          // a raw fp8 row is one k-step.
+#pragma unroll
+          for (int k = 0; k < kKS; k += 2) {
+            uint32_t b[4];
+            const int r = row0 + 16 * hh + (lane / 16) * 8 + lane % 8;
+            const int c = k + (lane / 8) % 2;
+            ldsm_x4(smem_u32(ks + swz8<S::kKvRowBytes>(r, c)), b);
+            uint32_t f[4][2];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              if constexpr (EMBER_DECODE_FP8_CONV == 1) {
+                e4m3_even_odd_to_half(b[j], f[j][0], f[j][1]);
+              } else {
+                e4m3_pairs_to_half<0x4140, 0x4342>(b[j], f[j][0], f[j][1]);
+              }
+            }
+            mma<TM>(sc[2 * hh], qa[k], f[0][0], f[0][1]);
+            mma<TM>(sc[2 * hh], qa[k + 1], f[1][0], f[1][1]);
+            mma<TM>(sc[2 * hh + 1], qa[k], f[2][0], f[2][1]);
+            mma<TM>(sc[2 * hh + 1], qa[k + 1], f[3][0], f[3][1]);
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < kKS; ++k) {
+            uint32_t b[4];
+            const int r = row0 + 16 * hh + (lane / 16) * 8 + lane % 8;
+            const int c = 2 * k + (lane / 8) % 2;
+            ldsm_x4(smem_u32(ks + swz<D>(r, c)), b);
+            mma<TM>(sc[2 * hh], qa[k], b[0], b[1]);
+            mma<TM>(sc[2 * hh + 1], qa[k], b[2], b[3]);
+          }
+        }
+      }
+      // Scale, cap, mask; online softmax for row lane / 4 (its c0, c1). Rows 8-15 of the query
+      // block are zero (G <= 8) and their O rows are never read, so they get no softmax: their P
+      // is 0. One multiply an element (qk: sm_scale, log2(e) unless capped, K's scale); the cap and
+      // the mask each behind one uniform branch, the mask only on the unit's last tile; 2^x one
+      // MUFU.
 #pragma unroll
       for (int n = 0; n < 2 * kSub; ++n) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) sc[n][j] = cap_log2e * tanhf(sc[n][j] * inv_cap);
+        sc[n][0] *= qk;
+        sc[n][1] *= qk;
       }
-    }
-    if (kv_start + (tile + 1) * kT > kv_end) {
-      const int tok0 = kv_start + tile * kT + row0 + (lane % 4) * 2;
+      if (capped) {
+#pragma unroll
+        for (int n = 0; n < 2 * kSub; ++n) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) sc[n][j] = cap_log2e * tanhf(sc[n][j] * inv_cap);
+        }
+      }
+      if (kv_start + (tile + 1) * kT > kv_end) {
+        const int tok0 = kv_start + tile * kT + row0 + (lane % 4) * 2;
+#pragma unroll
+        for (int n = 0; n < 2 * kSub; ++n) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            if (tok0 + n * 8 + j >= kv_end) sc[n][j] = -INFINITY;
+          }
+        }
+      }
+      float mx = m;
+#pragma unroll
+      for (int n = 0; n < 2 * kSub; ++n) mx = fmaxf(mx, fmaxf(sc[n][0], sc[n][1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // mu: the row's max, or 0 while the row has seen no token (then every score is -inf and
+      // 2^(-inf - 0) = 0, as is its correction); no -inf - -inf is formed.
+      const float mu = mx == -INFINITY ? 0.f : mx;
+      const float corr = exp2_approx(m - mu);
+      const bool grew = mx != m;
+      m = mx;
+      float rs = 0.f;
 #pragma unroll
       for (int n = 0; n < 2 * kSub; ++n) {
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          if (tok0 + n * 8 + j >= kv_end) sc[n][j] = -INFINITY;
+          sc[n][j] = exp2_approx(sc[n][j] - mu);
+          rs += sc[n][j];
         }
       }
-    }
-    float mx = m;
+      l = l * corr + rs;  // this lane's share of the row's sum (the 4 lanes are summed at the end)
+      // O's rescale only when a row's max grew somewhere in the warp (corr is exactly 1 where it
+      // did not): after a unit's first tiles a long row's max rarely moves.
+      if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
-    for (int n = 0; n < 2 * kSub; ++n) mx = fmaxf(mx, fmaxf(sc[n][0], sc[n][1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    // mu: the row's max, or 0 while the row has seen no token (then every score is -inf and
-    // 2^(-inf - 0) = 0, as is its correction); no -inf - -inf is formed.
-    const float mu = mx == -INFINITY ? 0.f : mx;
-    const float corr = exp2_approx(m - mu);
-    const bool grew = mx != m;
-    m = mx;
-    float rs = 0.f;
-#pragma unroll
-    for (int n = 0; n < 2 * kSub; ++n) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        sc[n][j] = exp2_approx(sc[n][j] - mu);
-        rs += sc[n][j];
+        for (int n = 0; n < kNT; ++n) {
+          o[n][0] *= corr;
+          o[n][1] *= corr;
+        }
       }
-    }
-    l = l * corr + rs;  // this lane's share of the row's sum (the 4 lanes are summed at the end)
-    // O's rescale only when a row's max grew somewhere in the warp (corr is exactly 1 where it
-    // did not): after a unit's first tiles a long row's max rarely moves.
-    if (__any_sync(0xffffffffu, grew)) {
+      // O += P V: P (16 x 16 tokens a block) from the S accumulators.
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        o[n][0] *= corr;
-        o[n][1] *= corr;
-      }
-    }
-    // O += P V: P (16 x 16 tokens a block) from the S accumulators.
+      for (int hh = 0; hh < kSub; ++hh) {
+        uint32_t pa[4];
+        pa[0] = pack2<TM>(sc[2 * hh][0], sc[2 * hh][1]);
+        pa[1] = 0u;  // rows 8-15
+        pa[2] = pack2<TM>(sc[2 * hh + 1][0], sc[2 * hh + 1][1]);
+        pa[3] = 0u;
+        if constexpr (kRegs) {
+          // Transposed x4 loads of raw fp8 V: (tokens 0-7, chunk blk), (tokens 8-15, blk), then
+          // blk + 1. A thread gets tokens (2c, 2c+1) of bytes (2n, 2n+1) of the chunk (n = lane /
+          // 4): columns 2n and 2n+1 of the 16 head_dim elements. So accumulator tile 2 blk holds
+          // the even columns of chunk blk and tile 2 blk + 1 the odd ones (undone when combining).
 #pragma unroll
-    for (int hh = 0; hh < kSub; ++hh) {
-      uint32_t pa[4];
-      pa[0] = pack2<TM>(sc[2 * hh][0], sc[2 * hh][1]);
-      pa[1] = 0u;  // rows 8-15
-      pa[2] = pack2<TM>(sc[2 * hh + 1][0], sc[2 * hh + 1][1]);
-      pa[3] = 0u;
-      if constexpr (kRegs) {
-        // Transposed x4 loads of raw fp8 V: (tokens 0-7, chunk blk), (tokens 8-15, blk), then
-        // blk + 1. A thread gets tokens (2c, 2c+1) of bytes (2n, 2n+1) of the chunk (n = lane / 4):
-        // columns 2n and 2n+1 of the 16 head_dim elements. So accumulator tile 2 blk holds the
-        // even columns of chunk blk and tile 2 blk + 1 the odd ones (undone when combining).
+          for (int blk = 0; blk < D / 16; blk += 2) {
+            uint32_t b[4];
+            const int r = row0 + 16 * hh + ((lane / 8) % 2) * 8 + lane % 8;
+            const int c = blk + lane / 16;
+            ldsm_x4_t(smem_u32(vs + swz8<S::kKvRowBytes>(r, c)), b);
+            uint32_t ev[4], od[4];
 #pragma unroll
-        for (int blk = 0; blk < D / 16; blk += 2) {
-          uint32_t b[4];
-          const int r = row0 + 16 * hh + ((lane / 8) % 2) * 8 + lane % 8;
-          const int c = blk + lane / 16;
-          ldsm_x4_t(smem_u32(vs + swz8<S::kKvRowBytes>(r, c)), b);
-          uint32_t ev[4], od[4];
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if constexpr (EMBER_DECODE_FP8_CONV == 1) {
-              e4m3_even_odd_to_half(b[j], ev[j], od[j]);
-            } else {
-              e4m3_pairs_to_half<0x4240, 0x4341>(b[j], ev[j], od[j]);
+            for (int j = 0; j < 4; ++j) {
+              if constexpr (EMBER_DECODE_FP8_CONV == 1) {
+                e4m3_even_odd_to_half(b[j], ev[j], od[j]);
+              } else {
+                e4m3_pairs_to_half<0x4240, 0x4341>(b[j], ev[j], od[j]);
+              }
             }
+            mma<TM>(o[2 * blk], pa, ev[0], ev[1]);
+            mma<TM>(o[2 * blk + 1], pa, od[0], od[1]);
+            mma<TM>(o[2 * blk + 2], pa, ev[2], ev[3]);
+            mma<TM>(o[2 * blk + 3], pa, od[2], od[3]);
           }
-          mma<TM>(o[2 * blk], pa, ev[0], ev[1]);
-          mma<TM>(o[2 * blk + 1], pa, od[0], od[1]);
-          mma<TM>(o[2 * blk + 2], pa, ev[2], ev[3]);
-          mma<TM>(o[2 * blk + 3], pa, od[2], od[3]);
-        }
-      } else {
+        } else {
 #pragma unroll
-        for (int n = 0; n < kNT; n += 2) {
-          uint32_t b[4];
-          const int r = row0 + 16 * hh + ((lane / 8) % 2) * 8 + lane % 8;
-          const int c = n + lane / 16;  // chunk = 8 columns of d
-          ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
-          mma<TM>(o[n], pa, b[0], b[1]);
-          mma<TM>(o[n + 1], pa, b[2], b[3]);
+          for (int n = 0; n < kNT; n += 2) {
+            uint32_t b[4];
+            const int r = row0 + 16 * hh + ((lane / 8) % 2) * 8 + lane % 8;
+            const int c = n + lane / 16;  // chunk = 8 columns of d
+            ldsm_x4_t(smem_u32(vs + swz<D>(r, c)), b);
+            mma<TM>(o[n], pa, b[0], b[1]);
+            mma<TM>(o[n + 1], pa, b[2], b[3]);
+          }
         }
       }
-    }
+    }  // !kTm
     __syncthreads();  // the stage is refilled next iteration
   }
   cp_wait<0>();
@@ -610,7 +807,40 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   float* so = reinterpret_cast<float*>(pipe);  // [warps][16][kOStride]
   float* sm = so + kWarps * 16 * S::kOStride;  // [warps][16]
   float* sl = sm + kWarps * 16;                // [warps][16]
-  {
+  if constexpr (kTm) {
+    // Heads 2c, 2c + 1 (c = lane % 4; rows from G on are padding, never read). O^T's m-tile
+    // mt holds, in rows g and g + 8 (g = lane / 4), dims 16 mt + g and + 8 (16-bit V) or dims
+    // 16 mt + 2g and 2g + 1 (fp8 V: even and odd bytes of a chunk).
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tl[h] += __shfl_xor_sync(0xffffffffu, tl[h], 4);
+      tl[h] += __shfl_xor_sync(0xffffffffu, tl[h], 8);
+      tl[h] += __shfl_xor_sync(0xffffffffu, tl[h], 16);
+    }
+    const int g = lane / 4, hd = 2 * (lane % 4);
+    if (g == 0) {
+      sm[warp * 16 + hd] = tm[0];
+      sm[warp * 16 + hd + 1] = tm[1];
+      sl[warp * 16 + hd] = tl[0];
+      sl[warp * 16 + hd + 1] = tl[1];
+    }
+    float* o0 = so + (warp * 16 + hd) * S::kOStride;
+    float* o1 = o0 + S::kOStride;
+#pragma unroll
+    for (int mt = 0; mt < D / 16; ++mt) {
+      if constexpr (kFp8) {
+        const int d = 16 * mt + 2 * g;
+        *reinterpret_cast<float2*>(o0 + d) = make_float2(to[mt][0], to[mt][2]);
+        *reinterpret_cast<float2*>(o1 + d) = make_float2(to[mt][1], to[mt][3]);
+      } else {
+        const int d = 16 * mt + g;
+        o0[d] = to[mt][0];
+        o1[d] = to[mt][1];
+        o0[d + 8] = to[mt][2];
+        o1[d + 8] = to[mt][3];
+      }
+    }
+  } else {
     const int r = lane / 4;
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
