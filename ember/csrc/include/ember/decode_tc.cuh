@@ -178,6 +178,17 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return static_cast<uint32_t>(a.bits) | (static_cast<uint32_t>(b.bits) << 16);
 }
 
+// q's elements 0..3 at `src` (8-byte aligned) as fp32 times `scale`, or zeros when !valid (a
+// padding head): the four a register-fp8 thread's K bytes meet, whichever operand q is.
+template <typename T>
+__device__ __forceinline__ float4 q_quad(const T* src, bool valid, float scale) {
+  uint2 raw = make_uint2(0u, 0u);
+  if (valid) raw = *reinterpret_cast<const uint2*>(src);
+  const T* e = reinterpret_cast<const T*>(&raw);
+  return make_float4(to_float(e[0]) * scale, to_float(e[1]) * scale, to_float(e[2]) * scale,
+                     to_float(e[3]) * scale);
+}
+
 // Two byte pairs of `w` (e4m3 values), picked by prmt selectors, as two registers of two fp16:
 // Lo/Hi name the two bytes that become the low and high halves of `lo`, `hi` (0x4140: bytes
 // 0,1; 0x4342: bytes 2,3; 0x4240: bytes 0,2; 0x4341: bytes 1,3 — the last two transpose a 2x2
@@ -429,11 +440,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
       if constexpr (kFp8) {
         // B's rows 2c, 2c + 1 / 2c + 8, 2c + 9 are head_dim 4c, 4c + 1 / 4c + 2, 4c + 3 of the
         // k-step: the pairs a thread's K register converts to (A's columns, below).
-        uint2 raw = make_uint2(0u, 0u);
-        if (g < G) raw = *reinterpret_cast<const uint2*>(qrow + 16 * k + 4 * c);
-        const T* e = reinterpret_cast<const T*>(&raw);
-        qb[k][0] = pack2<TM>(to_float(e[0]) * qs, to_float(e[1]) * qs);
-        qb[k][1] = pack2<TM>(to_float(e[2]) * qs, to_float(e[3]) * qs);
+        const float4 e = q_quad(qrow + 16 * k + 4 * c, g < G, qs);
+        qb[k][0] = pack2<TM>(e.x, e.y);
+        qb[k][1] = pack2<TM>(e.z, e.w);
       } else {
         qb[k][0] = g < G ? *reinterpret_cast<const uint32_t*>(qrow + 16 * k + 2 * c) : 0u;
         qb[k][1] = g < G ? *reinterpret_cast<const uint32_t*>(qrow + 16 * k + 8 + 2 * c) : 0u;
@@ -451,15 +460,13 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     const float qs = kQConvert ? kBf16QScale : 1.f;
 #pragma unroll
     for (int k = 0; k < kKS; ++k) {
-      uint2 raw = make_uint2(0u, 0u);
-      if (r < G) raw = *reinterpret_cast<const uint2*>(qrow + 16 * k + 4 * c);
-      const T* e = reinterpret_cast<const T*>(&raw);
+      const float4 e = q_quad(qrow + 16 * k + 4 * c, r < G, qs);
       if constexpr (EMBER_DECODE_FP8_CONV == 1) {  // K's pairs (4c, 4c+2), (4c+1, 4c+3)
-        qa[k][0] = pack2<TM>(to_float(e[0]) * qs, to_float(e[2]) * qs);
-        qa[k][2] = pack2<TM>(to_float(e[1]) * qs, to_float(e[3]) * qs);
+        qa[k][0] = pack2<TM>(e.x, e.z);
+        qa[k][2] = pack2<TM>(e.y, e.w);
       } else {
-        qa[k][0] = pack2<TM>(to_float(e[0]) * qs, to_float(e[1]) * qs);
-        qa[k][2] = pack2<TM>(to_float(e[2]) * qs, to_float(e[3]) * qs);
+        qa[k][0] = pack2<TM>(e.x, e.y);
+        qa[k][2] = pack2<TM>(e.z, e.w);
       }
       qa[k][1] = qa[k][3] = 0u;
     }
