@@ -15,5 +15,5 @@ step 45 r8 && bench fp8 45 decode $SH8
 step 35 r8s && bench fp8skew 35 decode $SH8 --lengths pareto
 step 45 r16 && bench bf16 45 decode --backends ember --shapes 64x4096x32x8x128x16,256x1024x64x8x128x16 --dtypes bf16 --timing cupti
 unset EMBER_EXTRA_CUDA_FLAGS
-step 95 probe && timeout 95 python3 tools/decode_probe.py --variants base,tmma,tmma4,v1 --cases fp8,fp8skew,u64,u256 --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe.txt
+step 95 probe && timeout 95 python3 tools/decode_probe.py --variants base,tmma,tmma4 --cases fp8,fp8skew,u64,u256 --rounds 3 2>&1 | grep -v "^built" | tee $OUT/probe.txt
 echo "== done at ${SECONDS}s"
