@@ -106,6 +106,11 @@ CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {
     # the uniform shapes with the other group size (session 17: does G or the length set the rate?)
     "u256g4": (256, 1024, 32, 8, 128, 16, "uniform", "same"),
     "u64g8": (64, 4096, 64, 8, 128, 16, "uniform", "same"),
+    # L2-resident (16.7 MB of K/V, replayed hot): the loop's issue rate with DRAM out of the way,
+    # a stand-in on an H100 for the H200's higher bandwidth (session 26); not a bandwidth figure
+    "hot8": (16, 512, 32, 8, 128, 16, "uniform", "e4m3"),
+    "hot16": (8, 512, 32, 8, 128, 16, "uniform", "same"),
+    "hot16g8": (8, 512, 64, 8, 128, 16, "uniform", "same"),
 }
 
 
