@@ -77,12 +77,21 @@ static_assert(EMBER_DECODE_FP8_CONV >= 0 && EMBER_DECODE_FP8_CONV <= 2, "FP8_CON
 // block at d128) and O^T in 32 registers instead of 64; the max over a head's tokens takes
 // three shuffle levels (two heads a thread) instead of two. Layouts checked lane by lane on the
 // CPU by tools/decode_tmma_emulate.py. Needs the register fp8 path and the pair conversions
-// (FP8_CONV 0 or 2).
+// (FP8_CONV 0 or 2). 0: never; 1: every KV dtype; 2 (the default since session 26): fp8 KV
+// only, where the register path and a pair conversion are on. Measured on an H100 (notes/
+// decode.md, "Session 26"): fp8 -0.8 % streaming, -6.4 % on a latency-bound L2-resident case;
+// 16-bit KV tied streaming and lost 1.5 % latency-bound at G = 8, so it keeps the default path.
 #ifndef EMBER_DECODE_TMMA
-#define EMBER_DECODE_TMMA 0
+#define EMBER_DECODE_TMMA 2
 #endif
-static_assert(!EMBER_DECODE_TMMA || (EMBER_DECODE_FP8_REGS && EMBER_DECODE_FP8_CONV != 1),
-              "EMBER_DECODE_TMMA needs EMBER_DECODE_FP8_REGS=1 and FP8_CONV 0 or 2");
+static_assert(EMBER_DECODE_TMMA >= 0 && EMBER_DECODE_TMMA <= 2, "EMBER_DECODE_TMMA is 0, 1 or 2");
+static_assert(EMBER_DECODE_TMMA != 1 || (EMBER_DECODE_FP8_REGS && EMBER_DECODE_FP8_CONV != 1),
+              "EMBER_DECODE_TMMA=1 needs EMBER_DECODE_FP8_REGS=1 and FP8_CONV 0 or 2");
+template <int KVB>
+constexpr bool tmma() {
+  return EMBER_DECODE_TMMA == 1 || (EMBER_DECODE_TMMA == 2 && KVB == 1 && EMBER_DECODE_FP8_REGS &&
+                                    EMBER_DECODE_FP8_CONV != 1);
+}
 
 template <int KVB>
 constexpr int min_blocks() {
@@ -118,7 +127,7 @@ struct Smem {
   static constexpr int kStageBytes = 2 * kKvTileBytes;  // K and V
   static constexpr bool kFp8Regs = KVB == 1 && EMBER_DECODE_FP8_REGS;
   // The 16-row query block (the register fp8 path and TMMA read q's fragments from global).
-  static constexpr int kQBytes = kFp8Regs || EMBER_DECODE_TMMA ? 0 : 16 * kRowBytes;
+  static constexpr int kQBytes = kFp8Regs || tmma<KVB>() ? 0 : 16 * kRowBytes;
   static constexpr int kConvBytes = KVB == 1 && !kFp8Regs ? 2 * kTileBytes : 0;
   static constexpr int kPipeBytes = kStages * kStageBytes;
   // NOTE: combine rows padded by 8 floats and written as float2: each half-warp's 16 stores then
@@ -286,7 +295,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   constexpr bool kQConvert = !std::is_same_v<T, TM>;  // bf16 q with fp8 K/V
   using S = Smem<D, sizeof(TKV)>;
   constexpr bool kRegs = S::kFp8Regs;
-  constexpr bool kTm = EMBER_DECODE_TMMA != 0;
+  constexpr bool kTm = tmma<sizeof(TKV)>();
   constexpr int kNT = D / 8;   // n-tiles of O
   constexpr int kKS = D / 16;  // k-steps of Q K^T
   extern __shared__ __align__(128) unsigned char smem[];
