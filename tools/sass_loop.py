@@ -14,12 +14,21 @@ is counted as if a max grew. Prints the count, a histogram by opcode and the ker
 then pass ``--nvdisasm /tmp/nvd/nvidia/cu13/bin/nvdisasm`` (or set ``EMBER_NVDISASM``).
 ``--header`` compiles another ``decode_tc.cuh`` (``git show <commit>:...`` into a file) in place
 of the tree's, for before/after counts.
+
+``--same-as="[-DFLAG ...] [@COMMIT]"`` (with the ``=``: the value may start with ``-D``) asks
+whether this build's whole cubin (every kernel of the specialization) disassembles to the same
+SASS as another build: the tree's ``decode.cu`` with ``COMMIT``'s ``decode_tc.cuh`` and those
+flags. Exit 0 and ``identical`` if so, else 1 and the count of differing lines. That is how a
+default flip is tied to the GPU run of the switch build it repeats (session 26:
+``EMBER_DECODE_TMMA=2``'s fp8 kernels against ``-DEMBER_DECODE_TMMA=1 @79142ac``, whose decode
+GPU tests had passed).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import difflib
 import os
 import re
 import shutil
@@ -29,6 +38,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+HEADER = "ember/csrc/include/ember/decode_tc.cuh"
 TYPES = {"bf16": "ember::bfloat16", "fp16": "ember::half", "e4m3": "ember::fp8e4m3"}
 _ADDR = re.compile(r"/\*[0-9a-f]{4}\*/")
 _LABEL = re.compile(r"^(\.L_x_\d+):")
@@ -110,6 +120,47 @@ def loop_path(sass: str) -> list[str]:
     ]
 
 
+def disassemble(args: argparse.Namespace) -> tuple[str, str]:
+    """The build's SASS (addresses stripped) and its register line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin, regs = build(args, Path(tmp))
+        sass = subprocess.run(
+            [args.nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True
+        ).stdout
+    return re.sub(r"/\*[0-9a-f]{4,}\*/", "", sass), regs
+
+
+def same_as(args: argparse.Namespace, sass: str) -> int:
+    """Compare with the build that ``--same-as`` names; 0 when the SASS is identical."""
+    words = args.same_as.split()
+    commits = [w[1:] for w in words if w.startswith("@")]
+    other = argparse.Namespace(**vars(args))
+    other.D = [w for w in words if not w.startswith("@")]
+    with tempfile.TemporaryDirectory() as tmp:
+        if commits:
+            header = Path(tmp) / "decode_tc.cuh"
+            header.write_text(
+                subprocess.run(
+                    ["git", "-C", str(REPO), "show", f"{commits[0]}:{HEADER}"],
+                    capture_output=True, text=True, check=True,
+                ).stdout
+            )  # fmt: skip
+            other.header = str(header)
+        else:
+            other.header = None
+        theirs, _ = disassemble(other)
+    diff = [
+        x
+        for x in difflib.unified_diff(theirs.splitlines(), sass.splitlines(), lineterm="", n=0)
+        if x[:1] in "+-" and x[:3] not in ("+++", "---")
+    ]
+    if not diff:
+        print(f"identical: this build's SASS is that of [{args.same_as}]")
+        return 0
+    print(f"different: {len(diff)} lines differ from the SASS of [{args.same_as}]")
+    return 1
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--q", default="bf16", choices=("bf16", "fp16"))
@@ -120,12 +171,11 @@ def main() -> None:
     ap.add_argument("--header", help="a decode_tc.cuh to build instead of the tree's")
     ap.add_argument("--nvdisasm", default=os.environ.get("EMBER_NVDISASM", "nvdisasm"))
     ap.add_argument("--list", action="store_true", help="print the path's instructions")
+    ap.add_argument("--same-as", help='"[-DFLAG ...] [@COMMIT]": is the whole SASS identical?')
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin, regs = build(args, Path(tmp))
-        sass = subprocess.run(
-            [args.nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True
-        ).stdout
+    sass, regs = disassemble(args)
+    if args.same_as is not None:
+        sys.exit(same_as(args, sass))
     path = loop_path(sass)
     ops = collections.Counter(
         re.sub(r"^@!?U?P\w+\s+", "", x).split()[0].split(".")[0] for x in path
