@@ -90,6 +90,9 @@ VARIANTS: dict[str, str] = {
     "lean": "@9ee245d",
     # session 25: tokens as the MMA's M (half the MMAs, O^T in 32 registers); with 3 fp8 stages
     # at 4 CTAs an SM (its 116 registers allow 4 where the default's 168 allow 3)
+    # (session 26: the default is EMBER_DECODE_TMMA=2, TMMA for fp8 KV only; "tm0" is the old
+    # default, "tmma" TMMA for every KV dtype)
+    "tm0": "-DEMBER_DECODE_TMMA=0",
     "tmma": "-DEMBER_DECODE_TMMA=1",
     "tmma4": "-DEMBER_DECODE_TMMA=1 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=4",
 }
@@ -106,11 +109,16 @@ CASES: dict[str, tuple[int, int, int, int, int, int, str, str]] = {
     # the uniform shapes with the other group size (session 17: does G or the length set the rate?)
     "u256g4": (256, 1024, 32, 8, 128, 16, "uniform", "same"),
     "u64g8": (64, 4096, 64, 8, 128, 16, "uniform", "same"),
-    # L2-resident (16.7 MB of K/V, replayed hot): the loop's issue rate with DRAM out of the way,
-    # a stand-in on an H100 for the H200's higher bandwidth (session 26); not a bandwidth figure
+    # L2-resident (16.7 MB of K/V, replayed hot; not a bandwidth figure). Session 26 meant these
+    # to show the loop's issue rate, but 8-16 unsplit requests fill 64-128 CTAs: latency
     "hot8": (16, 512, 32, 8, 128, 16, "uniform", "e4m3"),
     "hot16": (8, 512, 32, 8, 128, 16, "uniform", "same"),
     "hot16g8": (8, 512, 64, 8, 128, 16, "uniform", "same"),
+    # two or three long requests (25-34 MB, still mostly L2-resident), which the planner can cut
+    # into 256-token units to cover every SM (the probe prints the units): the issue rate
+    "hot8s": (3, 4096, 32, 8, 128, 16, "uniform", "e4m3"),
+    "hot16s": (2, 4096, 32, 8, 128, 16, "uniform", "same"),
+    "hot16g8s": (2, 4096, 64, 8, 128, 16, "uniform", "same"),
 }
 
 
