@@ -269,8 +269,18 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def cmd_precompile(args: argparse.Namespace) -> int:
-    from ember.jit import all_specs, build, resolve
+    from ember.jit import all_specs, build_many, resolve
 
     if args.arch:
         knobs.cuda_arch_list = tuple(args.arch.replace(",", " ").split())
@@ -278,24 +288,30 @@ def cmd_precompile(args: argparse.Namespace) -> int:
     if not specs:
         print(f"no registered spec matches {args.ops!r}", file=sys.stderr)
         return 1
-    failed = 0
-    t_all = time.perf_counter()
-    for i, spec in enumerate(specs, 1):
-        prefix = f"[{i}/{len(specs)}] {spec.uri}"
-        t0 = time.perf_counter()
+    cached: dict[str, bool] = {}
+    for spec in specs:
         try:
             r = resolve(spec)
-            cached = r.entry is not None and (r.entry / "metadata.json").is_file()
-            build(r)
-        except UnsupportedError as exc:
-            print(f"{prefix}: skipped ({exc})")
+        except EmberError:  # reported by build_many below
             continue
-        except EmberError as exc:
+        cached[spec.uri] = r.entry is not None and (r.entry / "metadata.json").is_file()
+    order = {spec.uri: i for i, spec in enumerate(specs, 1)}
+    failed = 0
+
+    def report(spec: Any, out: Path | EmberError, seconds: float) -> None:
+        nonlocal failed
+        prefix = f"[{order[spec.uri]}/{len(specs)}] {spec.uri}"
+        if isinstance(out, UnsupportedError):
+            print(f"{prefix}: skipped ({out})", flush=True)
+        elif isinstance(out, EmberError):
             failed += 1
-            print(f"{prefix}: FAILED\n{exc}")
-            continue
-        how = "cached" if cached else "built"
-        print(f"{prefix}: {how} in {time.perf_counter() - t0:.2f} s")
+            print(f"{prefix}: FAILED\n{out}", flush=True)
+        else:
+            how = "cached" if cached.get(spec.uri) else "built"
+            print(f"{prefix}: {how} in {seconds:.2f} s", flush=True)
+
+    t_all = time.perf_counter()
+    build_many(specs, jobs=args.jobs, report=report)
     seconds = time.perf_counter() - t_all
     print(f"precompiled {len(specs) - failed}/{len(specs)} module(s) in {seconds:.1f} s")
     return 1 if failed else 0
@@ -429,6 +445,12 @@ def _parser() -> argparse.ArgumentParser:
     pre = sub.add_parser("precompile", help="build every registered spec matching --ops")
     pre.add_argument("--ops", default=None, help="glob over uris or families, e.g. 'toy*'")
     pre.add_argument("--arch", default=None, help="target list, e.g. '9.0a' or '8.0 9.0a'")
+    pre.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=None,
+        help="modules built at once (default: CPUs and memory allow, EMBER_MAX_JOBS caps it)",
+    )
     pre.set_defaults(fn=cmd_precompile)
     aot = sub.add_parser("aot", help="prebuilt trees and packages for an explicit GPU list")
     asub = aot.add_subparsers(dest="aot_command", required=True)

@@ -271,7 +271,8 @@ class Knobs:
     max_jobs: Knob[int | None] = Knob(
         "EMBER_MAX_JOBS", _parse_positive_int, _none,
         type_doc="int", default_doc="min(CPUs, memory bound)",
-        doc="Parallel compile jobs; by default bounded by available memory.",
+        doc="Parallel compile jobs (of one build; `ember precompile --jobs`' default keeps all its"
+        " builds' jobs within it too); by default bounded by available memory.",
     )  # fmt: skip
     nvcc_threads: Knob[int] = Knob(
         "EMBER_NVCC_THREADS", _parse_positive_int, lambda: 1,

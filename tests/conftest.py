@@ -1,4 +1,5 @@
-"""Shared fixtures: every test gets its own EMBER_CACHE_DIR and a clean knob state."""
+"""Shared fixtures: a clean knob state and an EMBER_CACHE_DIR of each test's own (the kernel
+tests share one a session)."""
 
 from __future__ import annotations
 
@@ -25,18 +26,31 @@ def scrubbed_variables(environ: Iterable[str], kernel_test: bool) -> list[str]:
     return [n for n in environ if n.startswith("EMBER_") and n not in kept]
 
 
+@pytest.fixture(scope="session")
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one JIT cache of every kernel test (tests/ops) in a session: they test what a module
+    computes, not the cache (tests/jit does, each test in its own), so a module builds once a
+    session and ``tests/ops/conftest.py`` can build a file's modules ahead, in parallel."""
+    return tmp_path_factory.mktemp("kernel-cache")
+
+
+def is_kernel_test(request: pytest.FixtureRequest) -> bool:
+    return OPS_TESTS in Path(str(request.node.path)).resolve().parents
+
+
 @pytest.fixture(autouse=True)
 def isolated_ember(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[Path]:
-    """A private cache dir; EMBER_* variables from the caller's shell do not leak in, but for the
-    switch flags (:data:`KEPT_VARIABLES`) in the kernel tests."""
+    """A private cache dir (the session's :func:`kernel_cache` for kernel tests); EMBER_*
+    variables from the caller's shell do not leak in, but for the switch flags
+    (:data:`KEPT_VARIABLES`) in the kernel tests."""
     import os
 
-    kernel_test = OPS_TESTS in Path(str(request.node.path)).resolve().parents
+    kernel_test = is_kernel_test(request)
     for name in scrubbed_variables(list(os.environ), kernel_test):
         monkeypatch.delenv(name)
-    cache = tmp_path / "ember-cache"
+    cache = request.getfixturevalue("kernel_cache") if kernel_test else tmp_path / "ember-cache"
     monkeypatch.setenv("EMBER_CACHE_DIR", str(cache))
     knobs.reset()
     clear_memory_cache()

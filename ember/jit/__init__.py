@@ -6,7 +6,14 @@ Torch-free: nothing here imports torch or ``ember.ops`` (tvm-ffi is imported onl
 from __future__ import annotations
 
 from ember.jit.arch import Arch, ArchContext
-from ember.jit.build import Resolved, build, build_and_load, clear_memory_cache, resolve
+from ember.jit.build import (
+    Resolved,
+    build,
+    build_and_load,
+    build_many,
+    clear_memory_cache,
+    resolve,
+)
 from ember.jit.registry import all_specs, register
 from ember.jit.spec import BuildMode, KernelSpec, Toolchain
 from ember.jit.workspace import Workspace, write_if_changed
@@ -22,6 +29,7 @@ __all__ = [
     "all_specs",
     "build",
     "build_and_load",
+    "build_many",
     "clear_memory_cache",
     "register",
     "resolve",

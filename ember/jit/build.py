@@ -18,24 +18,33 @@ and its ``.so`` must match the sha256 recorded in its metadata.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ember._version import __version__
 from ember.config import knobs
-from ember.errors import ArtifactError, CompileError, JitDisabledError, ToolchainError
+from ember.errors import (
+    ArtifactError,
+    CompileError,
+    EmberError,
+    JitDisabledError,
+    ToolchainError,
+)
 from ember.jit import entry as entry_mod
 from ember.jit.arch import Arch, ArchContext
 from ember.jit.key import KeyInputs, digest_sources
 from ember.jit.manifest import render
-from ember.jit.ninja import plan_parallelism, run_ninja
+from ember.jit.ninja import module_parallelism, plan_parallelism, run_ninja
 from ember.jit.spec import BuildMode, KernelSpec
 from ember.jit.toolchain import get_toolchain, tvm_ffi_paths
 from ember.jit.workspace import Workspace
@@ -45,6 +54,7 @@ __all__ = [
     "apply_log_level",
     "build",
     "build_and_load",
+    "build_many",
     "clear_memory_cache",
     "loaded_modules",
     "resolve",
@@ -191,6 +201,46 @@ def build(r: Resolved, *, prebuilt: bool = True) -> Path:
         assert r.compiler_error is not None
         raise r.compiler_error
     return _build_locked(r, r.inputs, r.entry)
+
+
+def build_many(
+    specs: Sequence[KernelSpec],
+    *,
+    jobs: int | None = None,
+    prebuilt: bool = True,
+    report: Callable[[KernelSpec, Path | EmberError, float], None] | None = None,
+) -> list[Path | EmberError]:
+    """Build ``specs`` into the cache, ``jobs`` modules at a time; nothing is loaded.
+
+    The warm-up for a deploy or a test session (``ember precompile --jobs``): each spec is
+    resolved here, in the caller's thread and knob state, then built as :func:`build` would
+    (cache, prebuilt sources, the per-key lock, staging, atomic publish), so concurrent builds of
+    different modules never share a directory and two of the same key wait on its lock.
+    ``jobs`` defaults to :func:`ember.jit.ninja.module_parallelism` (CPUs and memory).
+
+    Returns, in the order of ``specs``, each module's ``.so`` or the error that stopped it
+    (:class:`UnsupportedError` for a spec that supports none of the targets); ``report`` is
+    called as each one finishes, with the seconds it took. Nothing raises but a bad ``jobs``.
+    """
+    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"build_many: `jobs` must be a positive int or None, got {jobs!r}")
+    workers = jobs if jobs is not None else module_parallelism()
+
+    def one(spec: KernelSpec) -> Path | EmberError:
+        t0 = time.perf_counter()
+        try:
+            out: Path | EmberError = build(resolve(spec), prebuilt=prebuilt)
+        except EmberError as exc:  # UnsupportedError, CompileError, ToolchainError, ...
+            out = exc
+        if report is not None:
+            report(spec, out, time.perf_counter() - t0)
+        return out
+
+    if workers == 1 or len(specs) <= 1:
+        return [one(s) for s in specs]
+    with ThreadPoolExecutor(max_workers=min(workers, len(specs))) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, one, s) for s in specs]
+        return [f.result() for f in futures]
 
 
 def _download(r: Resolved) -> Path | None:

@@ -12,9 +12,15 @@ import pytest
 import torch
 
 import ember
+from ember.jit import KernelSpec, all_specs
 from ember.testing import requires, tolerances
 
 pytestmark = requires(feature="act")
+
+
+def PREBUILD() -> list[KernelSpec]:  # noqa: N802 (tests/ops/conftest.py builds these ahead)
+    return all_specs("act")
+
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 OPS = ["silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"]

@@ -11,12 +11,39 @@ import random
 import pytest
 import torch
 
-from ember.ops.decode import DecodeWorkspace, batch_decode, plan_batch_decode
+from ember.jit import KernelSpec
+from ember.ops.decode import (
+    DecodeWorkspace,
+    batch_decode,
+    decode_spec,
+    plan_batch_decode,
+    planner_spec,
+)
+from ember.ops.paged import paged_spec
 from ember.testing import batch_decode_ref, page_table, requires
 
 pytestmark = requires(feature="decode")
 
 DT = torch.bfloat16
+GROUP_CASES = [(8, 8), (16, 8), (32, 8), (64, 8), (12, 4)]  # (qo heads, kv heads)
+HEAD_DIMS = [64, 128, 256]
+FP8_CASES = [  # (head_dim, qo heads, q dtype), 8 kv heads
+    (64, 32, torch.bfloat16),
+    (128, 32, torch.bfloat16),
+    (256, 32, torch.bfloat16),  # the CUDA-core kernel
+    (128, 8, torch.float16),  # group 1, fp16 q (no query rescaling)
+    (128, 64, torch.bfloat16),  # group 8: every query row of the MMA block used
+]
+FP8_EDGE_CASES = [(128, 32, torch.bfloat16, 16), (64, 64, torch.float16, 1)]  # + page size
+
+
+def PREBUILD() -> list[KernelSpec]:  # noqa: N802 (tests/ops/conftest.py builds these ahead)
+    """The modules the cases below load (bf16 q unless a case says otherwise)."""
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+    keys = {("bf16", "bf16", d, hq // hk) for hq, hk in GROUP_CASES for d in HEAD_DIMS}
+    keys |= {(name[q], "e4m3", d, hq // 8) for d, hq, q in FP8_CASES}
+    keys |= {(name[q], "e4m3", d, hq // 8) for d, hq, q, _ in FP8_EDGE_CASES}
+    return [planner_spec(), paged_spec(), *(decode_spec(*k) for k in sorted(keys))]
 
 
 def make_cache(lengths, *, page_size, kv_heads, head_dim, layout="NHD", dtype=DT, seed=0):
@@ -86,8 +113,8 @@ def test_uniform_batch(layout, page_size):
     assert plan.n_work >= 8
 
 
-@pytest.mark.parametrize(("qo_heads", "kv_heads"), [(8, 8), (16, 8), (32, 8), (64, 8), (12, 4)])
-@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize(("qo_heads", "kv_heads"), GROUP_CASES)
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
 def test_groups_and_head_dims(qo_heads, kv_heads, head_dim):
     run_case([1, 17, 513], qo_heads=qo_heads, kv_heads=kv_heads, head_dim=head_dim)
 
@@ -225,17 +252,7 @@ def test_single_decode_matches_reference(layout):
     torch.testing.assert_close(lse, want_lse[0], rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize(
-    ("head_dim", "qo_heads", "q_dtype"),
-    [
-        (64, 32, torch.bfloat16),
-        (128, 32, torch.bfloat16),
-        (256, 32, torch.bfloat16),  # the CUDA-core kernel
-        (128, 8, torch.float16),  # group 1, fp16 q (no query rescaling)
-        (128, 64, torch.bfloat16),  # group 8: every query row of the MMA block used
-    ],
-    ids=str,
-)
+@pytest.mark.parametrize(("head_dim", "qo_heads", "q_dtype"), FP8_CASES, ids=str)
 def test_fp8_kv_matches_reference(head_dim, qo_heads, q_dtype):
     cache, indptr, indices, last = make_cache(
         [700, 3000], page_size=16, kv_heads=8, head_dim=head_dim
@@ -275,7 +292,7 @@ def test_fp8_kv_matches_reference(head_dim, qo_heads, q_dtype):
 
 @pytest.mark.parametrize(
     ("head_dim", "qo_heads", "q_dtype", "page_size"),
-    [(128, 32, torch.bfloat16, 16), (64, 64, torch.float16, 1)],
+    FP8_EDGE_CASES,
     ids=str,
 )
 def test_fp8_kv_tile_edges(head_dim, qo_heads, q_dtype, page_size):

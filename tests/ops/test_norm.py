@@ -10,9 +10,15 @@ import pytest
 import torch
 
 import ember
+from ember.jit import KernelSpec, all_specs
 from ember.testing import fused_add_rmsnorm_ref, requires, rmsnorm_ref, tolerances
 
 pytestmark = requires(feature="norm")
+
+
+def PREBUILD() -> list[KernelSpec]:  # noqa: N802 (tests/ops/conftest.py builds these ahead)
+    return all_specs("norm")
+
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 # (tokens, hidden): decode and prefill sizes, the model sizes, odd and unaligned widths; more than

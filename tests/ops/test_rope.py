@@ -13,9 +13,15 @@ import torch
 
 import ember
 from ember.bench.routines.rope import cos_sin_cache
+from ember.jit import KernelSpec, all_specs
 from ember.testing import requires, tolerances
 
 pytestmark = requires(feature="rope")
+
+
+def PREBUILD() -> list[KernelSpec]:  # noqa: N802 (tests/ops/conftest.py builds these ahead)
+    return all_specs("rope")
+
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 LLAMA31 = {

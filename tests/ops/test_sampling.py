@@ -6,9 +6,15 @@ import pytest
 import torch
 
 import ember
+from ember.jit import KernelSpec, all_specs
 from ember.testing import requires
 
 pytestmark = requires(feature="sampling")
+
+
+def PREBUILD() -> list[KernelSpec]:  # noqa: N802 (tests/ops/conftest.py builds these ahead)
+    return all_specs("sampling")
+
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 

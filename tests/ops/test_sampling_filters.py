@@ -12,10 +12,16 @@ import pytest
 import torch
 
 import ember
+from ember.jit import KernelSpec, all_specs
 from ember.testing import requires
 from ember.testing.reference import filter_threshold_ref
 
 pytestmark = requires(feature="sampling")
+
+
+def PREBUILD() -> list[KernelSpec]:  # noqa: N802 (tests/ops/conftest.py builds these ahead)
+    return all_specs("sampling")
+
 
 VOCABS = [1000, 32000, 128256, 128257]  # 128257: the element path (rows not 16-byte multiples)
 
