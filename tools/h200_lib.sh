@@ -30,9 +30,10 @@ bench() {
 }
 tests() {
   local tag=$1 t=$2 f=$OUT/.tests_$1.txt; shift 2
-  timeout $t python3 -m pytest -q "$@" -p no:cacheprovider > $f 2>&1
+  timeout $t python3 -m pytest -q "$@" -p no:cacheprovider --durations=3 > $f 2>&1
   echo "tests $tag {${EMBER_EXTRA_CUDA_FLAGS:-}} rc $?"
-  grep -E "^(FAILED|ERROR)|passed|failed|^E " $f | head -12
+  # (the first test's setup holds the kernel tests' parallel warm-up, tests/ops/conftest.py)
+  grep -E "^(FAILED|ERROR)|passed|failed|^E |^[0-9.]+s setup" $f | head -14
   { echo "## $tag {${EMBER_EXTRA_CUDA_FLAGS:-}}"; cat $f; } >> $OUT/tests.txt; rm -f $f
 }
 # step SECONDS NAME: false (and a line saying so) when SECONDS more would pass STEP_LIMIT (585 s).
