@@ -121,13 +121,13 @@ def loop_path(sass: str) -> list[str]:
 
 
 def disassemble(args: argparse.Namespace) -> tuple[str, str]:
-    """The build's SASS (addresses stripped) and its register line."""
+    """The build's SASS and its register line."""
     with tempfile.TemporaryDirectory() as tmp:
         cubin, regs = build(args, Path(tmp))
         sass = subprocess.run(
             [args.nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True
         ).stdout
-    return re.sub(r"/\*[0-9a-f]{4,}\*/", "", sass), regs
+    return sass, regs
 
 
 def same_as(args: argparse.Namespace, sass: str) -> int:
@@ -149,9 +149,10 @@ def same_as(args: argparse.Namespace, sass: str) -> int:
         else:
             other.header = None
         theirs, _ = disassemble(other)
+    mine, theirs = (re.sub(r"/\*[0-9a-f]{4,}\*/", "", x).splitlines() for x in (sass, theirs))
     diff = [
         x
-        for x in difflib.unified_diff(theirs.splitlines(), sass.splitlines(), lineterm="", n=0)
+        for x in difflib.unified_diff(theirs, mine, lineterm="", n=0)
         if x[:1] in "+-" and x[:3] not in ("+++", "---")
     ]
     if not diff:
