@@ -81,6 +81,10 @@ static_assert(EMBER_DECODE_FP8_CONV >= 0 && EMBER_DECODE_FP8_CONV <= 2, "FP8_CON
 // only, where the register path and a pair conversion are on. Measured on an H100 (notes/
 // decode.md, "Session 26"): fp8 -0.8 % streaming, -6.4 % on a latency-bound L2-resident case;
 // 16-bit KV tied streaming and lost 1.5 % latency-bound at G = 8, so it keeps the default path.
+// K/V row addresses as 64-bit byte multiply-adds (A/B, session 26; below, at load_tile).
+#ifndef EMBER_DECODE_ADDR
+#define EMBER_DECODE_ADDR 0  // NOTE: 1 builds the byte-offset form, unmeasured
+#endif
 #ifndef EMBER_DECODE_TMMA
 #define EMBER_DECODE_TMMA 2
 #endif
@@ -178,6 +182,17 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// a * b + c with a 32 x 32 -> 64-bit product, one IMAD.WIDE.U32 (the C++ form of the same sum
+// compiles to a multiply, then the add with its own carry).
+__device__ __forceinline__ const unsigned char* mad_wide(uint32_t a, uint32_t b,
+                                                         const unsigned char* c) {
+  uint64_t r;
+  asm("mad.wide.u32 %0, %1, %2, %3;"
+      : "=l"(r)
+      : "r"(a), "r"(b), "l"(reinterpret_cast<uint64_t>(c)));
+  return reinterpret_cast<const unsigned char*>(r);
 }
 
 // Two fp32 values as one register of two 16-bit T (low half first).
@@ -398,17 +413,34 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   const TKV* kc = kb + cc * kElemsPerChunk;
   const TKV* vc = vb + cc * kElemsPerChunk;
   const uint32_t dst0 = smem_u32(pipe) + kv_off(r0, cc);
+  // EMBER_DECODE_ADDR=1: the same addresses as byte offsets, page * page_bytes + slot *
+  // slot_bytes, each one 32 x 32 -> 64-bit multiply-add onto the row's base (the strides in bytes
+  // fit 32 bits: < 2^31 elements of at most 2 bytes), where the element form's products are
+  // scaled by the element size and added with separate carries (~22 integer instructions a K/V
+  // row pair in the bf16 loop; counted by tools/sass_loop.py).
+  const unsigned char* kcb = reinterpret_cast<const unsigned char*>(kc);
+  const unsigned char* vcb = reinterpret_cast<const unsigned char*>(vc);
+  constexpr uint32_t kEb = sizeof(TKV);
+  const uint32_t k_psb = k_ps * kEb, v_psb = v_ps * kEb, k_ssb = k_ss * kEb, v_ssb = v_ss * kEb;
+  const int neg_ps = -p.page_size;
   auto load_tile = [&](int tile, int stage) {
     const uint32_t kdst = dst0 + stage * S::kStageBytes;
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
       const bool valid = kv_start + tile * kT + r0 + j * kRowStep < kv_end;
       const int tt = row_token(tile, j);
-      const uint32_t s = static_cast<uint32_t>(tt - page_of(tt) * p.page_size);
-      const uint64_t page = static_cast<uint32_t>(pg[j]);
       const uint32_t row = kdst + j * kRowStep * S::kKvRowBytes;
-      cp_async16(row, kc + s * k_ss + page * k_ps, valid);
-      cp_async16(row + S::kKvTileBytes, vc + s * v_ss + page * v_ps, valid);
+      if constexpr (EMBER_DECODE_ADDR == 1) {
+        const uint32_t s = static_cast<uint32_t>(tt + page_of(tt) * neg_ps);  // one IMAD
+        const uint32_t page = static_cast<uint32_t>(pg[j]);
+        cp_async16(row, mad_wide(s, k_ssb, mad_wide(page, k_psb, kcb)), valid);
+        cp_async16(row + S::kKvTileBytes, mad_wide(s, v_ssb, mad_wide(page, v_psb, vcb)), valid);
+      } else {
+        const uint32_t s = static_cast<uint32_t>(tt - page_of(tt) * p.page_size);
+        const uint64_t page = static_cast<uint32_t>(pg[j]);
+        cp_async16(row, kc + s * k_ss + page * k_ps, valid);
+        cp_async16(row + S::kKvTileBytes, vc + s * v_ss + page * v_ps, valid);
+      }
     }
   };
 #pragma unroll
