@@ -94,8 +94,8 @@ VARIANTS: dict[str, str] = {
     # default, "tmma" TMMA for every KV dtype)
     "tm0": "-DEMBER_DECODE_TMMA=0",
     "tmma": "-DEMBER_DECODE_TMMA=1",
-    # session 26: K/V row addresses as 64-bit byte multiply-adds (bf16 503 -> 458 instructions a
-    # tile, fp8 371 -> 354), alone and with TMMA for 16-bit KV too
+    # session 26: the K/V copies' address diet (bf16 503 -> 431 instructions a tile, 398 with
+    # TMMA; fp8 371 -> 341), alone and with TMMA for 16-bit KV too
     "addr": "-DEMBER_DECODE_ADDR=1",
     "addrtm": "-DEMBER_DECODE_ADDR=1 -DEMBER_DECODE_TMMA=1",
     "tmma4": "-DEMBER_DECODE_TMMA=1 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=4",

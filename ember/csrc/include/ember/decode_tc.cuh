@@ -81,7 +81,8 @@ static_assert(EMBER_DECODE_FP8_CONV >= 0 && EMBER_DECODE_FP8_CONV <= 2, "FP8_CON
 // only, where the register path and a pair conversion are on. Measured on an H100 (notes/
 // decode.md, "Session 26"): fp8 -0.8 % streaming, -6.4 % on a latency-bound L2-resident case;
 // 16-bit KV tied streaming and lost 1.5 % latency-bound at G = 8, so it keeps the default path.
-// K/V row addresses as 64-bit byte multiply-adds (A/B, session 26; below, at load_tile).
+// The K/V copies' address diet (A/B, session 26; at fetch_pages / load_tile): byte-stride
+// multiply-adds, each row's token split once (in the page fetch), the page index unsigned.
 #ifndef EMBER_DECODE_ADDR
 #define EMBER_DECODE_ADDR 0  // NOTE: 1 builds the byte-offset form, unmeasured
 #endif
@@ -193,6 +194,15 @@ __device__ __forceinline__ const unsigned char* mad_wide(uint32_t a, uint32_t b,
       : "=l"(r)
       : "r"(a), "r"(b), "l"(reinterpret_cast<uint64_t>(c)));
   return reinterpret_cast<const unsigned char*>(r);
+}
+
+// A 32-bit load from global memory at `a`: an LDG where dereferencing mad_wide's pointer would be
+// a generic LD. Not volatile, so it schedules like a plain load: only for data this kernel never
+// writes (the page table, unchanged until the step has run).
+__device__ __forceinline__ int32_t ld_global_s32(const unsigned char* a) {
+  int32_t v;
+  asm("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(a));
+  return v;
 }
 
 // Two fp32 values as one register of two 16-bit T (low half first).
@@ -396,9 +406,24 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     return t < kv_end ? t : kv_start;  // rows past the unit read a valid row, zero-filled
   };
   int32_t pg[kRowsPerThread];
+  // ADDR=1: the row's in-page slot is kept beside its page (-1: past the unit, zero-filled), so
+  // the copy does not split the token again.
+  int32_t sv[kRowsPerThread];
+  const int neg_ps = -p.page_size;
+  const unsigned char* pages_b = reinterpret_cast<const unsigned char*>(pages);
   auto fetch_pages = [&](int tile) {
 #pragma unroll
-    for (int j = 0; j < kRowsPerThread; ++j) pg[j] = pages[page_of(row_token(tile, j))];
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      if constexpr (EMBER_DECODE_ADDR == 1) {
+        const int t = kv_start + tile * kT + r0 + j * kRowStep;
+        const int tt = t < kv_end ? t : kv_start;
+        const int pi = page_of(tt);
+        pg[j] = ld_global_s32(mad_wide(static_cast<uint32_t>(pi), 4u, pages_b));
+        sv[j] = t < kv_end ? tt + pi * neg_ps : -1;
+      } else {
+        pg[j] = pages[page_of(row_token(tile, j))];
+      }
+    }
   };
   // A row's source is its page's start (one 32 x 32 -> 64-bit multiply-add of the page number)
   // plus a 32-bit in-page offset: the binding checks that every stride is below 2^31 elements
@@ -422,20 +447,20 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   const unsigned char* vcb = reinterpret_cast<const unsigned char*>(vc);
   constexpr uint32_t kEb = sizeof(TKV);
   const uint32_t k_psb = k_ps * kEb, v_psb = v_ps * kEb, k_ssb = k_ss * kEb, v_ssb = v_ss * kEb;
-  const int neg_ps = -p.page_size;
   auto load_tile = [&](int tile, int stage) {
     const uint32_t kdst = dst0 + stage * S::kStageBytes;
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
-      const bool valid = kv_start + tile * kT + r0 + j * kRowStep < kv_end;
-      const int tt = row_token(tile, j);
       const uint32_t row = kdst + j * kRowStep * S::kKvRowBytes;
       if constexpr (EMBER_DECODE_ADDR == 1) {
-        const uint32_t s = static_cast<uint32_t>(tt + page_of(tt) * neg_ps);  // one IMAD
+        const bool valid = sv[j] >= 0;
+        const uint32_t s = static_cast<uint32_t>(valid ? sv[j] : 0);
         const uint32_t page = static_cast<uint32_t>(pg[j]);
         cp_async16(row, mad_wide(s, k_ssb, mad_wide(page, k_psb, kcb)), valid);
         cp_async16(row + S::kKvTileBytes, mad_wide(s, v_ssb, mad_wide(page, v_psb, vcb)), valid);
       } else {
+        const bool valid = kv_start + tile * kT + r0 + j * kRowStep < kv_end;
+        const int tt = row_token(tile, j);
         const uint32_t s = static_cast<uint32_t>(tt - page_of(tt) * p.page_size);
         const uint64_t page = static_cast<uint32_t>(pg[j]);
         cp_async16(row, kc + s * k_ss + page * k_ps, valid);
