@@ -266,6 +266,14 @@ def check_conversion():
     return len(codes)
 
 
+def rel_errors(S, S_ref, so, O_ref):
+    """Max |error| of the scores and of the output, each relative to its reference's max |value|
+    (the output's is infinite when it holds a NaN: an unwritten or poisoned element)."""
+    es = np.max(np.abs(S - S_ref)) / max(1e-30, np.max(np.abs(S_ref)))
+    eo = np.max(np.abs(so - O_ref)) / max(1e-30, np.max(np.abs(O_ref)))
+    return es, (np.inf if np.isnan(so).any() else eo)
+
+
 def one(D, G, warp, seed, bug=None):
     rng = np.random.default_rng(seed)
     Kc, Vc = rand_e4m3(rng, (KTILE, D)), rand_e4m3(rng, (KTILE, D))
@@ -279,10 +287,7 @@ def one(D, G, warp, seed, bug=None):
     qf[:G] = q16.astype(np.float64)
     S_ref = qf @ K[row0 : row0 + 16].T
     O_ref = P16.astype(np.float64) @ V[row0 : row0 + 16]
-    es = np.max(np.abs(S - S_ref)) / max(1e-30, np.max(np.abs(S_ref)))
-    eo = np.max(np.abs(so - O_ref)) / max(1e-30, np.max(np.abs(O_ref)))
-    eo = np.inf if np.isnan(so).any() else eo
-    return es, eo
+    return rel_errors(S, S_ref, so, O_ref)
 
 
 def main():

@@ -29,6 +29,7 @@ from decode_fp8_emulate import (
     mma_m16n8k16,
     pack2_half,
     rand_e4m3,
+    rel_errors,
     swz8,
 )
 
@@ -214,10 +215,7 @@ def one(D, G, warp, fp8, seed, bug=None):
     qf[:G] = q16.astype(np.float64)
     S_ref = Kf[row0 : row0 + 16] @ qf.T  # [tokens, heads]
     O_ref = P16.astype(np.float64).T @ Vf[row0 : row0 + 16]  # [heads, dims]
-    es = np.max(np.abs(S - S_ref)) / max(1e-30, np.max(np.abs(S_ref)))
-    eo = np.max(np.abs(so - O_ref)) / max(1e-30, np.max(np.abs(O_ref)))
-    eo = np.inf if np.isnan(so).any() else eo
-    return es, eo
+    return rel_errors(S, S_ref, so, O_ref)
 
 
 def main():

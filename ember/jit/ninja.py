@@ -63,11 +63,9 @@ def plan_parallelism(units: int, threads: int) -> int:
 def module_parallelism(units: int = 2) -> int:
     """Modules to build at once (:func:`ember.jit.build.build_many`): each runs its own ninja over
     ~``units`` compile units, so together they stay within the CPUs, ``EMBER_MAX_JOBS`` and the
-    memory bound that :func:`plan_parallelism` keeps for one."""
-    threads = knobs.nvcc_threads
-    mem_jobs = max(1, int(available_memory_gb() // (threads * knobs.compile_mem_gb)))
-    explicit = knobs.max_jobs
-    total = explicit if explicit is not None else min(_cpu_count(), mem_jobs)
+    memory bound that :func:`plan_parallelism` keeps for one: its job count with as many units as
+    CPUs, shared out."""
+    total = plan_parallelism(units=_cpu_count(), threads=knobs.nvcc_threads)
     return max(1, total // max(1, units))
 
 

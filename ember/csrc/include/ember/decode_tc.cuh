@@ -401,9 +401,11 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   const int r0 = tid / S::kKvChunks, cc = tid % S::kKvChunks;
   const int shift = p.page_shift;  // log2(page_size), or -1
   auto page_of = [&](int t) { return shift >= 0 ? t >> shift : t / p.page_size; };
-  auto row_token = [&](int tile, int j) {
-    const int t = kv_start + tile * kT + r0 + j * kRowStep;
-    return t < kv_end ? t : kv_start;  // rows past the unit read a valid row, zero-filled
+  auto row_valid = [&](int tile, int j) {
+    return kv_start + tile * kT + r0 + j * kRowStep < kv_end;
+  };
+  auto row_token = [&](int tile, int j) {  // rows past the unit read a valid row, zero-filled
+    return row_valid(tile, j) ? kv_start + tile * kT + r0 + j * kRowStep : kv_start;
   };
   int32_t pg[kRowsPerThread];
   // ADDR=1: the row's in-page slot is kept beside its page (-1: past the unit, zero-filled), so
@@ -415,11 +417,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
       if constexpr (EMBER_DECODE_ADDR == 1) {
-        const int t = kv_start + tile * kT + r0 + j * kRowStep;
-        const int tt = t < kv_end ? t : kv_start;
+        const int tt = row_token(tile, j);
         const int pi = page_of(tt);
         pg[j] = ld_global_s32(mad_wide(static_cast<uint32_t>(pi), 4u, pages_b));
-        sv[j] = t < kv_end ? tt + pi * neg_ps : -1;
+        sv[j] = row_valid(tile, j) ? tt + pi * neg_ps : -1;
       } else {
         pg[j] = pages[page_of(row_token(tile, j))];
       }
@@ -459,7 +460,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
         cp_async16(row, mad_wide(s, k_ssb, mad_wide(page, k_psb, kcb)), valid);
         cp_async16(row + S::kKvTileBytes, mad_wide(s, v_ssb, mad_wide(page, v_psb, vcb)), valid);
       } else {
-        const bool valid = kv_start + tile * kT + r0 + j * kRowStep < kv_end;
+        const bool valid = row_valid(tile, j);
         const int tt = row_token(tile, j);
         const uint32_t s = static_cast<uint32_t>(tt - page_of(tt) * p.page_size);
         const uint64_t page = static_cast<uint32_t>(pg[j]);
