@@ -95,8 +95,10 @@ VARIANTS: dict[str, str] = {
     "tm0": "-DEMBER_DECODE_TMMA=0",
     "tmma": "-DEMBER_DECODE_TMMA=1",
     # session 26: the K/V copies' address diet (bf16 503 -> 431 instructions a tile, 398 with
-    # TMMA; fp8 371 -> 341), alone and with TMMA for 16-bit KV too
+    # TMMA; fp8 371 -> 341), alone and with TMMA for 16-bit KV too (the default since session
+    # 27: "addr" is then the default's SASS, "addr0" the element-unit form before it)
     "addr": "-DEMBER_DECODE_ADDR=1",
+    "addr0": "-DEMBER_DECODE_ADDR=0",
     "addrtm": "-DEMBER_DECODE_ADDR=1 -DEMBER_DECODE_TMMA=1",
     "tmma4": "-DEMBER_DECODE_TMMA=1 -DEMBER_DECODE_STAGES8=3 -DEMBER_DECODE_MINB=4",
 }

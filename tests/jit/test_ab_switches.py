@@ -99,8 +99,8 @@ BUILDS: list[tuple[Callable[[], KernelSpec], tuple[str, ...]]] = [
     ),
     (lambda: decode_spec("fp16", "fp16", 64, 8), ("EMBER_DECODE_KV2=1",)),
     (lambda: decode_spec("bf16", "e4m3", 128, 8), ("EMBER_DECODE_TMMA=0",)),
-    (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_TMMA=1", "EMBER_DECODE_ADDR=1")),
-    (lambda: decode_spec("fp16", "e4m3", 64, 8), ("EMBER_DECODE_ADDR=1",)),
+    (lambda: decode_spec("bf16", "bf16", 128, 4), ("EMBER_DECODE_TMMA=1", "EMBER_DECODE_ADDR=0")),
+    (lambda: decode_spec("fp16", "e4m3", 64, 8), ("EMBER_DECODE_ADDR=0",)),
 ]
 
 # switches that are not A/B alternatives (none today)

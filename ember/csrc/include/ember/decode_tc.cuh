@@ -81,11 +81,15 @@ static_assert(EMBER_DECODE_FP8_CONV >= 0 && EMBER_DECODE_FP8_CONV <= 2, "FP8_CON
 // only, where the register path and a pair conversion are on. Measured on an H100 (notes/
 // decode.md, "Session 26"): fp8 -0.8 % streaming, -6.4 % on a latency-bound L2-resident case;
 // 16-bit KV tied streaming and lost 1.5 % latency-bound at G = 8, so it keeps the default path.
-// The K/V copies' address diet (A/B, session 26; at fetch_pages / load_tile): byte-stride
-// multiply-adds, each row's token split once (in the page fetch), the page index unsigned.
+// The K/V copies' address diet (written in session 26, the default since session 27; at
+// fetch_pages / load_tile): 1 byte-stride multiply-adds, each row's token split once (in the
+// page fetch), the page index unsigned (bf16 503 -> 431 instructions a tile, fp8 371 -> 341);
+// 0 the element-unit form (A/B). Measured on an H100 (notes/decode.md, "Session 27"): streaming
+// shapes tied (-0.6 to +0.9 %, within a std), latency-bound L2-resident cases -7 to -15 %.
 #ifndef EMBER_DECODE_ADDR
-#define EMBER_DECODE_ADDR 0  // NOTE: 1 builds the byte-offset form, unmeasured
+#define EMBER_DECODE_ADDR 1
 #endif
+static_assert(EMBER_DECODE_ADDR == 0 || EMBER_DECODE_ADDR == 1, "EMBER_DECODE_ADDR is 0 or 1");
 #ifndef EMBER_DECODE_TMMA
 #define EMBER_DECODE_TMMA 2
 #endif

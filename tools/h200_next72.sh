@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Written in session 27 for its last call (device tool, `.whl` carried; timeout 600):
+#   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next72.sh
+# EMBER_DECODE_ADDR=1 is the default since session 27 (its cubins are those of the ADDR=1 build
+# whose decode tests passed and whose rows are in h100-2026-12-07-s27b.jsonl). On an H200 (or
+# with TABLE=1) issue 4's whole table first, at the default, with the element-unit form
+# (ADDR=0) beside it; then the whole GPU suite: tests/ops (every kernel test), tests/unit,
+# tests/jit, each in what time is left (`step`).
+source tools/h200_lib.sh
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$GPU"
+python3 -m ember.bench ceilings -q > /dev/null 2>&1
+if [[ "$GPU" == *H200* || "${TABLE:-0}" == 1 ]]; then
+  EMBER_CACHE_DIR=/tmp/ember-cold timeout 60 python3 -c "
+import time
+from ember.jit import build_and_load
+from ember.ops.decode import decode_spec
+t = time.perf_counter(); build_and_load(decode_spec('bf16', 'bf16', 128, 4)); print(f'ember cold compile decode_bf16_bf16_d128_g4: {time.perf_counter()-t:.2f} s')" 2>&1 | tee $OUT/compile.txt
+  ALL="--backends ember,flashinfer --timing cupti --dtypes bf16"
+  U=64x4096x32x8x128x16,256x1024x64x8x128x16,128x2048x32x4x128x16
+  step 120 uni && bench uniform 120 decode --shapes $U $ALL
+  step 60 skew && bench pareto 60 decode --shapes 64x4096x32x8x128x16 --lengths pareto $ALL
+  step 60 small && bench small_page1 60 decode --shapes 4x32768x32x8x128x16,32x4096x32x8x128x1 $ALL
+  step 60 fp8t && bench fp8_table 60 decode --shapes 64x4096x32x8x128x16 --kv-dtype e4m3 $ALL
+  E="--backends ember --timing cupti --dtypes bf16"
+  step 45 a0 && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_DECODE_ADDR=0 bench addr0 45 decode --shapes $U,4x32768x32x8x128x16,32x4096x32x8x128x1 $E
+  step 30 plan && timeout 30 python3 tools/decode_plan_time.py 2>&1 | tee -a $OUT/tables.md
+fi
+left() { echo $(( ${STEP_LIMIT:-585} - SECONDS )); }
+step 60 ops && tests ops $(( $(left) - 20 )) tests/ops
+step 20 unit && tests unit $(( $(left) < 90 ? $(left) : 90 )) tests/unit
+step 30 jit && tests jit $(left) tests/jit
+echo "== done at ${SECONDS}s"
