@@ -289,12 +289,15 @@ def cmd_precompile(args: argparse.Namespace) -> int:
         print(f"no registered spec matches {args.ops!r}", file=sys.stderr)
         return 1
     cached: dict[str, bool] = {}
+    items: list[Any] = []  # each spec resolved once: build_many takes the Resolved as it is
     for spec in specs:
         try:
             r = resolve(spec)
-        except EmberError:  # reported by build_many below
+        except EmberError:  # build_many resolves it again and reports the error
+            items.append(spec)
             continue
         cached[spec.uri] = r.entry is not None and (r.entry / "metadata.json").is_file()
+        items.append(r)
     order = {spec.uri: i for i, spec in enumerate(specs, 1)}
     failed = 0
 
@@ -311,7 +314,7 @@ def cmd_precompile(args: argparse.Namespace) -> int:
             print(f"{prefix}: {how} in {seconds:.2f} s", flush=True)
 
     t_all = time.perf_counter()
-    build_many(specs, jobs=args.jobs, report=report)
+    build_many(items, jobs=args.jobs, report=report)
     seconds = time.perf_counter() - t_all
     print(f"precompiled {len(specs) - failed}/{len(specs)} module(s) in {seconds:.1f} s")
     return 1 if failed else 0

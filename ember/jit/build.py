@@ -204,7 +204,7 @@ def build(r: Resolved, *, prebuilt: bool = True) -> Path:
 
 
 def build_many(
-    specs: Sequence[KernelSpec],
+    specs: Sequence[KernelSpec | Resolved],
     *,
     jobs: int | None = None,
     prebuilt: bool = True,
@@ -213,10 +213,12 @@ def build_many(
     """Build ``specs`` into the cache, ``jobs`` modules at a time; nothing is loaded.
 
     The warm-up for a deploy or a test session (``ember precompile --jobs``): each spec is
-    resolved here, in the caller's thread and knob state, then built as :func:`build` would
-    (cache, prebuilt sources, the per-key lock, staging, atomic publish), so concurrent builds of
-    different modules never share a directory and two of the same key wait on its lock.
-    ``jobs`` defaults to :func:`ember.jit.ninja.module_parallelism` (CPUs and memory).
+    resolved under the caller's knob state (a :class:`Resolved` item is taken as it is, so a
+    caller that resolved first, to tell cached modules from new ones, does not resolve twice),
+    then built as :func:`build` would (cache, prebuilt sources, the per-key lock, staging, atomic
+    publish), so concurrent builds of different modules never share a directory and two of the
+    same key wait on its lock. ``jobs`` defaults to :func:`ember.jit.ninja.module_parallelism`
+    (CPUs and memory).
 
     Returns, in the order of ``specs``, each module's ``.so`` or the error that stopped it
     (:class:`UnsupportedError` for a spec that supports none of the targets); ``report`` is
@@ -226,14 +228,15 @@ def build_many(
         raise ValueError(f"build_many: `jobs` must be a positive int or None, got {jobs!r}")
     workers = jobs if jobs is not None else module_parallelism()
 
-    def one(spec: KernelSpec) -> Path | EmberError:
+    def one(item: KernelSpec | Resolved) -> Path | EmberError:
         t0 = time.perf_counter()
         try:
-            out: Path | EmberError = build(resolve(spec), prebuilt=prebuilt)
+            r = item if isinstance(item, Resolved) else resolve(item)
+            out: Path | EmberError = build(r, prebuilt=prebuilt)
         except EmberError as exc:  # UnsupportedError, CompileError, ToolchainError, ...
             out = exc
         if report is not None:
-            report(spec, out, time.perf_counter() - t0)
+            report(item.spec if isinstance(item, Resolved) else item, out, time.perf_counter() - t0)
         return out
 
     if workers == 1 or len(specs) <= 1:

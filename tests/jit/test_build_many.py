@@ -5,6 +5,7 @@ stops nothing else, and a spec listed twice compiles once (R5.6: the per-key loc
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import threading
 import time
@@ -123,3 +124,41 @@ def test_precompile_jobs_flag(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["precompile", "--ops", "toy_axpy_host", "--jobs", "0"])
     assert "expected a positive integer, got '0'" in capsys.readouterr().err
+
+
+def test_a_resolved_item_is_built_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ember precompile`` resolves each spec once (to say cached or built) and hands build_many
+    the Resolved: building it must not resolve (hash the sources) again."""
+    build_mod = importlib.import_module("ember.jit.build")  # ember.jit.build is also a function
+
+    spec = make_value_module(tmp_path / "m", 7)
+    r = resolve(spec)
+    calls: list[str] = []
+    real = build_mod.resolve
+    monkeypatch.setattr(build_mod, "resolve", lambda s: calls.append(s.uri) or real(s))
+    seen: list[str] = []
+    (so,) = build_many([r], jobs=1, report=lambda s, _o, _t: seen.append(s.uri))
+    assert isinstance(so, Path) and so.is_file()
+    assert calls == [] and seen == [spec.uri]
+    assert build_and_load(spec).value() == 7
+
+
+def test_precompile_resolves_each_spec_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ember.jit as jit_pkg
+
+    build_mod = importlib.import_module("ember.jit.build")  # ember.jit.build is also a function
+
+    calls: list[str] = []
+    real = build_mod.resolve
+
+    def counting(s):  # type: ignore[no-untyped-def]
+        calls.append(s.uri)
+        return real(s)
+
+    monkeypatch.setattr(build_mod, "resolve", counting)
+    monkeypatch.setattr(jit_pkg, "resolve", counting)
+    assert main(["precompile", "--ops", "toy_axpy_host", "--jobs", "1"]) == 0
+    assert calls == ["toy_axpy_host"], calls
+    assert "built in" in capsys.readouterr().out
