@@ -280,7 +280,7 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_precompile(args: argparse.Namespace) -> int:
-    from ember.jit import all_specs, build_many, resolve
+    from ember.jit import KernelSpec, Resolved, all_specs, build_many, resolve
 
     if args.arch:
         knobs.cuda_arch_list = tuple(args.arch.replace(",", " ").split())
@@ -289,7 +289,7 @@ def cmd_precompile(args: argparse.Namespace) -> int:
         print(f"no registered spec matches {args.ops!r}", file=sys.stderr)
         return 1
     cached: dict[str, bool] = {}
-    items: list[Any] = []  # each spec resolved once: build_many takes the Resolved as it is
+    items: list[KernelSpec | Resolved] = []  # resolved once: build_many takes a Resolved as it is
     for spec in specs:
         try:
             r = resolve(spec)

@@ -8,23 +8,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 EMBER_CACHE_DIR=/tmp/ember-cache FLASHINFER_WORKSPACE_BASE=/tmp/fiws
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== cold compile (fresh caches)"
-python3 - <<'PY' 2>&1 | tee $OUT/compile.txt
-import time, torch
-from ember.jit import build_and_load
-from ember.ops.decode import decode_spec, planner_spec
-t = time.perf_counter(); build_and_load(planner_spec()); print(f"ember planner (host): {time.perf_counter()-t:.2f} s")
-t = time.perf_counter(); build_and_load(decode_spec("bf16", "bf16", 128, 4)); print(f"ember cold compile decode_bf16_bf16_d128_g4: {time.perf_counter()-t:.2f} s")
-import flashinfer
-for tc in (False, True):
-    buf = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
-    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(buf, "NHD", use_tensor_cores=tc)
-    ip = torch.tensor([0, 4], dtype=torch.int32); last = torch.tensor([16], dtype=torch.int32)
-    idx = torch.arange(4, dtype=torch.int32, device="cuda")
-    cache = torch.randn(4, 2, 16, 8, 128, device="cuda", dtype=torch.bfloat16)
-    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
-    t = time.perf_counter(); w.plan(ip, idx, last, 32, 8, 128, 16, q_data_type=torch.bfloat16); w.run(q, cache); torch.cuda.synchronize()
-    print(f"flashinfer cold decode (use_tensor_cores={tc}, plan + first run): {time.perf_counter()-t:.2f} s")
-PY
+EMBER_CACHE_DIR=/tmp/ember-cold python3 tools/decode_cold_compile.py --planner --peers 2>&1 | tee $OUT/compile.txt
 echo "== decode tests"
 timeout 300 python3 -m pytest -q tests/ops/test_decode.py -p no:cacheprovider > $OUT/tests_decode_full.txt 2>&1; tail -15 $OUT/tests_decode_full.txt | tee $OUT/tests.txt
 echo "== plan host time"

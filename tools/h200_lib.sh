@@ -38,6 +38,17 @@ tests() {
 }
 # step SECONDS NAME: false (and a line saying so) when SECONDS more would pass STEP_LIMIT (585 s).
 step() { if [ $((SECONDS + $1)) -gt ${STEP_LIMIT:-585} ]; then echo "== skipped at ${SECONDS}s: $2"; return 1; fi; }
+# Issue 4's acceptance table at the current build, each shape beside both FlashInfer decode paths
+# (`--backends ember,flashinfer`), CUPTI, reference-checked: the three uniform shapes, Pareto
+# lengths, B=4 x 32 768 and page 1, fp8 KV (session 27's h100_next71 / h200_next72).
+ISSUE4_UNIFORM=64x4096x32x8x128x16,256x1024x64x8x128x16,128x2048x32x4x128x16
+issue4_table() {
+  local all="--backends ember,flashinfer --timing cupti --dtypes bf16"
+  step 120 uni && bench uniform 120 decode --shapes $ISSUE4_UNIFORM $all
+  step 60 skew && bench pareto 60 decode --shapes 64x4096x32x8x128x16 --lengths pareto $all
+  step 60 small && bench small_page1 60 decode --shapes 4x32768x32x8x128x16,32x4096x32x8x128x1 $all
+  step 60 fp8t && bench fp8_table 60 decode --shapes 64x4096x32x8x128x16 --kv-dtype e4m3 $all
+}
 # The rows an H200 call owes the open issues (sessions 20-): softmax against EMBER_SOFTMAX_REG=0
 # (the grid kernel for 16-bit logits) and the peers, then EMBER_DECODE_KV2=1 beside the default
 # and FlashInfer's tensor-core decode at 256 x 1024 64/8 and 64 x 4096 32/8.

@@ -12,18 +12,11 @@ python3 -m ember.bench ceilings -q > /dev/null 2>&1
 if [[ "$GPU" == *H200* || "${TABLE:-0}" == 1 ]]; then
   # the same module from two fresh caches: the first is also the machine's first nvcc use
   # (12.28 s on an H100 in session 27), the second has the toolchain warm (4.02 s)
-  for c in first warm; do EMBER_CACHE_DIR=/tmp/ember-cold-$c timeout 60 python3 -c "
-import time
-from ember.jit import build_and_load
-from ember.ops.decode import decode_spec
-t = time.perf_counter(); build_and_load(decode_spec('bf16', 'bf16', 128, 4)); print(f'ember cold compile decode_bf16_bf16_d128_g4 ($c toolchain): {time.perf_counter()-t:.2f} s')" 2>&1 | tee -a $OUT/compile.txt; done
-  ALL="--backends ember,flashinfer --timing cupti --dtypes bf16"
-  U=64x4096x32x8x128x16,256x1024x64x8x128x16,128x2048x32x4x128x16
-  step 120 uni && bench uniform 120 decode --shapes $U $ALL
-  step 60 skew && bench pareto 60 decode --shapes 64x4096x32x8x128x16 --lengths pareto $ALL
-  step 60 small && bench small_page1 60 decode --shapes 4x32768x32x8x128x16,32x4096x32x8x128x1 $ALL
-  step 60 fp8t && bench fp8_table 60 decode --shapes 64x4096x32x8x128x16 --kv-dtype e4m3 $ALL
-  E="--backends ember --timing cupti --dtypes bf16"
+  for c in first warm; do
+    EMBER_CACHE_DIR=/tmp/ember-cold-$c timeout 60 python3 tools/decode_cold_compile.py --label "$c toolchain" 2>&1 | tee -a $OUT/compile.txt
+  done
+  issue4_table
+  E="--backends ember --timing cupti --dtypes bf16"; U=$ISSUE4_UNIFORM
   step 45 a0 && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_DECODE_ADDR=0 bench addr0 45 decode --shapes $U,4x32768x32x8x128x16,32x4096x32x8x128x1 $E
   step 30 plan && timeout 30 python3 tools/decode_plan_time.py 2>&1 | tee -a $OUT/tables.md
 fi

@@ -230,13 +230,14 @@ def build_many(
 
     def one(item: KernelSpec | Resolved) -> Path | EmberError:
         t0 = time.perf_counter()
+        spec = item.spec if isinstance(item, Resolved) else item
         try:
-            r = item if isinstance(item, Resolved) else resolve(item)
+            r = item if isinstance(item, Resolved) else resolve(spec)
             out: Path | EmberError = build(r, prebuilt=prebuilt)
         except EmberError as exc:  # UnsupportedError, CompileError, ToolchainError, ...
             out = exc
         if report is not None:
-            report(item.spec if isinstance(item, Resolved) else item, out, time.perf_counter() - t0)
+            report(spec, out, time.perf_counter() - t0)
         return out
 
     if workers == 1 or len(specs) <= 1:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,15 +25,14 @@ from ember.testing.capability import device_capability
 from ..conftest import scrubbed_variables
 
 
-def prebuild(make: Callable[[], Sequence[KernelSpec]], cache: Path) -> tuple[int, int, float]:
-    """Build ``make()``'s specs into ``cache`` in the environment a kernel test sees; returns
-    (specs, not built, seconds)."""
+def prebuild(specs: Sequence[KernelSpec], cache: Path) -> tuple[int, int, float]:
+    """Build ``specs`` into ``cache`` in the environment a kernel test sees (they are resolved,
+    so their flags read, inside it); returns (specs, not built, seconds)."""
     t0 = time.perf_counter()
     with pytest.MonkeyPatch.context() as mp:
         for name in scrubbed_variables(list(os.environ), True):
             mp.delenv(name)
         mp.setenv("EMBER_CACHE_DIR", str(cache))
-        specs = list(make())
         results = build_many(specs)
     failed = sum(not isinstance(r, Path) for r in results)
     return len(specs), failed, time.perf_counter() - t0
@@ -59,7 +58,7 @@ def prebuilt_modules(request: pytest.FixtureRequest, kernel_cache: Path) -> Iter
     if device_capability() is not None:
         specs = collected_specs(request.session.items)
         if specs:
-            n, failed, seconds = prebuild(lambda: specs, kernel_cache)
+            n, failed, seconds = prebuild(specs, kernel_cache)
             line = f"kernel tests: {n} modules built ahead in {seconds:.1f} s, {failed} not"
             print(f"\n{line}", file=sys.stderr)
     yield

@@ -46,7 +46,7 @@ def test_prebuild_lands_in_the_cache_a_kernel_test_loads_from(
     wrapper = make_wrapper(tmp_path / "w")
     spec = make_value_module(tmp_path / "m", 6, uri="value_prebuild")
     with knobs.scope(cxx=str(wrapper.path)):
-        assert prebuild(lambda: [spec], kernel_cache)[:2] == (1, 0)
+        assert prebuild([spec], kernel_cache)[:2] == (1, 0)
         assert len(wrapper.compiles()) == 1
         assert build_and_load(spec).value() == 6
     assert len(wrapper.compiles()) == 1
