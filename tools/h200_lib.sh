@@ -49,20 +49,11 @@ issue4_table() {
   step 60 small && bench small_page1 60 decode --shapes 4x32768x32x8x128x16,32x4096x32x8x128x1 $all
   step 60 fp8t && bench fp8_table 60 decode --shapes 64x4096x32x8x128x16 --kv-dtype e4m3 $all
 }
-# The rows an H200 call owes the open issues (sessions 20-): softmax against EMBER_SOFTMAX_REG=0
-# (the grid kernel for 16-bit logits) and the peers, then EMBER_DECODE_KV2=1 beside the default
-# and FlashInfer's tensor-core decode at 256 x 1024 64/8 and 64 x 4096 32/8.
+# The softmax rows an H200 call owes issue 5 (sessions 20-): EMBER_SOFTMAX_REG=0 (the grid kernel
+# for 16-bit logits) beside the default, and the peers.
 #   softmax_peer_rows LIMIT SOFTMAX_ARGS...   (LIMIT: seconds for the REG=0 build's rows)
-#   kv2_rows
 softmax_peer_rows() {
   local limit=$1; shift
   step $limit sm0 && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_SOFTMAX_REG=0 bench softmax_reg0 $limit "$@"
   step 100 peers && bench peers 100 softmax --backends torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
-}
-kv2_rows() {
-  local shapes=256x1024x64x8x128x16,64x4096x32x8x128x16
-  local d="decode --shapes $shapes --dtypes bf16 --timing cupti"
-  step 50 kvb && bench kvbase 50 $d --backends ember
-  step 50 kv2 && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_DECODE_KV2=1 bench kv2 50 $d --backends ember
-  step 90 fi && bench fi 90 $d --backends flashinfer[tensor_cores]
 }
