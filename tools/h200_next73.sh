@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Written in session 29 (device tool, `.whl` carried; timeout 600):
+#   EMBER_BENCH_COMMIT=<this machine's short HEAD> bash tools/h200_next73.sh
+# The H200 call both open issues wait for. Session 29's first call ran the whole GPU suite on an
+# H100 at `ac64996` (all passed), so on any card but an H200 this exits at once (costing only the
+# machine's start) unless TABLE=1. On an H200: the decode module's cold compile (first nvcc use,
+# then toolchain warm), issue 4's whole table beside both FlashInfer paths, plan() time, then
+# issue 5's two unmet rows side by side with their peers (softmax 128 x 128 256 fp32 and bf16;
+# silu_and_mul 8192 x 2·14 336), then tests/ops in what time is left.
+source tools/h200_lib.sh
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$GPU"
+if [[ "$GPU" != *H200* && "${TABLE:-0}" != 1 ]]; then echo "== not an H200: nothing run"; exit 0; fi
+python3 -m ember.bench ceilings -q > /dev/null 2>&1
+for c in first warm; do
+  EMBER_CACHE_DIR=/tmp/ember-cold-$c timeout 60 python3 tools/decode_cold_compile.py --label "$c toolchain" 2>&1 | tee -a $OUT/compile.txt
+done
+issue4_table
+step 30 plan && timeout 30 python3 tools/decode_plan_time.py 2>&1 | tee -a $OUT/tables.md
+step 90 softmax && bench softmax 90 softmax --backends ember,torch,torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
+step 60 silu && bench silu 60 silu_and_mul --backends ember,torch_compile,flashinfer,liger --shapes 8192x14336
+left() { echo $(( ${STEP_LIMIT:-585} - SECONDS )); }
+step 60 ops && tests ops $(( $(left) - 10 )) tests/ops
+echo "== done at ${SECONDS}s"
