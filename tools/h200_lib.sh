@@ -1,6 +1,6 @@
 # Sourced by the session scripts (tools/h200_next*.sh) on the H200 (device tool, `.whl` carried):
 # installs the carried wheels, sets the environment, runs the whole suite and exits under
-# SUITE=1, and defines two helpers whose output lands under $OUT:
+# SUITE=1, and defines the helpers below (output under $OUT), chiefly:
 #   bench TAG LIMIT ROUTINE ARGS...   one harness call, rows appended to $OUT/bench.jsonl
 #   tests TAG LIMIT PYTEST_ARGS...    a pytest run, the summary and failures printed
 # (EMBER_EXTRA_CUDA_FLAGS, when set, builds a switch's alternative for both.)
@@ -49,11 +49,14 @@ issue4_table() {
   step 60 small && bench small_page1 60 decode --shapes 4x32768x32x8x128x16,32x4096x32x8x128x1 $all
   step 60 fp8t && bench fp8_table 60 decode --shapes 64x4096x32x8x128x16 --kv-dtype e4m3 $all
 }
-# The softmax rows an H200 call owes issue 5 (sessions 20-): EMBER_SOFTMAX_REG=0 (the grid kernel
-# for 16-bit logits) beside the default, and the peers.
-#   softmax_peer_rows LIMIT SOFTMAX_ARGS...   (LIMIT: seconds for the REG=0 build's rows)
-softmax_peer_rows() {
-  local limit=$1; shift
-  step $limit sm0 && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_SOFTMAX_REG=0 bench softmax_reg0 $limit "$@"
-  step 100 peers && bench peers 100 softmax --backends torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
+# cold_compile_both: the decode module's cold compile from two fresh caches; the first is also
+# the machine's first nvcc use (12.28 s on an H100 in session 27), the second has the toolchain
+# warm (4.02 s). Lines go to $OUT/compile.txt.
+cold_compile_both() {
+  local c
+  for c in first warm; do
+    EMBER_CACHE_DIR=/tmp/ember-cold-$c timeout 60 python3 tools/decode_cold_compile.py --label "$c toolchain" 2>&1 | tee -a $OUT/compile.txt
+  done
 }
+# left: seconds until STEP_LIMIT (585 s), for a last step that takes what time is left.
+left() { echo $(( ${STEP_LIMIT:-585} - SECONDS )); }

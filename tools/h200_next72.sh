@@ -10,17 +10,12 @@ source tools/h200_lib.sh
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$GPU"
 python3 -m ember.bench ceilings -q > /dev/null 2>&1
 if [[ "$GPU" == *H200* || "${TABLE:-0}" == 1 ]]; then
-  # the same module from two fresh caches: the first is also the machine's first nvcc use
-  # (12.28 s on an H100 in session 27), the second has the toolchain warm (4.02 s)
-  for c in first warm; do
-    EMBER_CACHE_DIR=/tmp/ember-cold-$c timeout 60 python3 tools/decode_cold_compile.py --label "$c toolchain" 2>&1 | tee -a $OUT/compile.txt
-  done
+  cold_compile_both
   issue4_table
   E="--backends ember --timing cupti --dtypes bf16"; U=$ISSUE4_UNIFORM
   step 45 a0 && EMBER_EXTRA_CUDA_FLAGS=-DEMBER_DECODE_ADDR=0 bench addr0 45 decode --shapes $U,4x32768x32x8x128x16,32x4096x32x8x128x1 $E
   step 30 plan && timeout 30 python3 tools/decode_plan_time.py 2>&1 | tee -a $OUT/tables.md
 fi
-left() { echo $(( ${STEP_LIMIT:-585} - SECONDS )); }
 step 60 ops && tests ops $(( $(left) - 20 )) tests/ops
 step 20 unit && tests unit $(( $(left) < 90 ? $(left) : 90 )) tests/unit
 step 30 jit && tests jit $(left) tests/jit

@@ -7,17 +7,14 @@
 # then toolchain warm), issue 4's whole table beside both FlashInfer paths, plan() time, then
 # issue 5's two unmet rows side by side with their peers (softmax 128 x 128 256 fp32 and bf16;
 # silu_and_mul 8192 x 2·14 336), then tests/ops in what time is left.
-source tools/h200_lib.sh
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$GPU"
 if [[ "$GPU" != *H200* && "${TABLE:-0}" != 1 ]]; then echo "== not an H200: nothing run"; exit 0; fi
+source tools/h200_lib.sh
 python3 -m ember.bench ceilings -q > /dev/null 2>&1
-for c in first warm; do
-  EMBER_CACHE_DIR=/tmp/ember-cold-$c timeout 60 python3 tools/decode_cold_compile.py --label "$c toolchain" 2>&1 | tee -a $OUT/compile.txt
-done
+cold_compile_both
 issue4_table
 step 30 plan && timeout 30 python3 tools/decode_plan_time.py 2>&1 | tee -a $OUT/tables.md
 step 90 softmax && bench softmax 90 softmax --backends ember,torch,torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
 step 60 silu && bench silu 60 silu_and_mul --backends ember,torch_compile,flashinfer,liger --shapes 8192x14336
-left() { echo $(( ${STEP_LIMIT:-585} - SECONDS )); }
 step 60 ops && tests ops $(( $(left) - 10 )) tests/ops
 echo "== done at ${SECONDS}s"
