@@ -288,6 +288,14 @@ __device__ __forceinline__ int swz8(int r, int c) {
 constexpr float kFp8Unscale = EMBER_DECODE_FP8_CONV == 2 ? 1.f : 256.f;
 constexpr float kBf16QScale = 0.0625f;
 
+// The query row of the group's head g (group row 0's for the padding rows g >= G, which are
+// loaded masked and never used): the one address expression of every query load below.
+template <typename T, int G>
+__device__ __forceinline__ const T* q_head_row(const Params& p, int req, int kv_head, int g) {
+  return static_cast<const T*>(p.q) + req * p.q_stride_b +
+         (kv_head * G + (g < G ? g : 0)) * p.q_stride_h;
+}
+
 // The warps' combine: each thread a set of the G x D outputs, from the warps' (max, sum, O) rows
 // in shared memory (so [warps][16][kOStride], sm and sl [warps][16]), written as in decode.cuh.
 template <typename T, int D, int G, int kOStride>
@@ -353,8 +361,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
   // its query fragments from global memory below instead).
   for (int i = tid; i < (kRegs || kTm ? 0 : 16 * S::kChunks); i += kWarps * 32) {
     const int r = i / S::kChunks, c = i % S::kChunks;
-    const T* src = static_cast<const T*>(p.q) + req * p.q_stride_b +
-                   (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
+    const T* src = q_head_row<T, G>(p, req, kv_head, r) + c * 8;
     if constexpr (kQConvert) {
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
       if (r < G) {
@@ -503,8 +510,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
 #pragma unroll
     for (int n = 0; n < D / 16; ++n) to[n][0] = to[n][1] = to[n][2] = to[n][3] = 0.f;
     const int g = lane / 4, c = lane % 4;
-    const T* qrow = static_cast<const T*>(p.q) + req * p.q_stride_b +
-                    (kv_head * G + (g < G ? g : 0)) * p.q_stride_h;
+    const T* qrow = q_head_row<T, G>(p, req, kv_head, g);
     const float qs = kQConvert ? kBf16QScale : 1.f;
 #pragma unroll
     for (int k = 0; k < kKS; ++k) {
@@ -526,8 +532,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<sizeof(TKV)>())
     // head_dim does not care about order, so q's fragment is permuted the same way: a0 = q[4c,
     // 4c+1], a2 = q[4c+2, 4c+3] of each k-step (rows >= G and the a1/a3 rows 8..15 are zero).
     const int r = lane / 4, c = lane % 4;
-    const T* qrow = static_cast<const T*>(p.q) + req * p.q_stride_b +
-                    (kv_head * G + (r < G ? r : 0)) * p.q_stride_h;
+    const T* qrow = q_head_row<T, G>(p, req, kv_head, r);
     const float qs = kQConvert ? kBf16QScale : 1.f;
 #pragma unroll
     for (int k = 0; k < kKS; ++k) {
@@ -991,8 +996,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) decode_tc_kv2_kernel(Params p)
   const T* vb = static_cast<const T*>(p.v.base) + kv_head * p.v.head_stride;
   for (int i = tid; i < 16 * S::kChunks; i += kWarps * 32) {
     const int r = i / S::kChunks, c = i % S::kChunks;
-    const T* src = static_cast<const T*>(p.q) + req * p.q_stride_b +
-                   (kv_head * G + (r < G ? r : 0)) * p.q_stride_h + c * 8;
+    const T* src = q_head_row<T, G>(p, req, kv_head, r) + c * 8;
     cp_async16(smem_u32(q_smem + swz<D>(r, c)), src, r < G);
   }
   const int n_tiles = (kv_end - kv_start + kTile2 - 1) / kTile2;
