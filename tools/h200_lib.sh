@@ -60,3 +60,13 @@ cold_compile_both() {
 }
 # left: seconds until STEP_LIMIT (585 s), for a last step that takes what time is left.
 left() { echo $(( ${STEP_LIMIT:-585} - SECONDS )); }
+# h200_tables: what an H200 call runs before its tests (h200_next73.sh, h200_next74.sh): the decode
+# cold compile both ways, issue 4's table, plan() time, then issue 5's two unmet rows beside
+# their peers (softmax 128 x 128 256 fp32 and bf16; silu_and_mul 8192 x 2·14 336).
+h200_tables() {
+  cold_compile_both
+  issue4_table
+  step 30 plan && timeout 30 python3 tools/decode_plan_time.py 2>&1 | tee -a $OUT/tables.md
+  step 90 softmax && bench softmax 90 softmax --backends ember,torch,torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
+  step 60 silu && bench silu 60 silu_and_mul --backends ember,torch_compile,flashinfer,liger --shapes 8192x14336
+}

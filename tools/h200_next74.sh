@@ -13,11 +13,7 @@ source tools/h200_lib.sh
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$GPU"
 python3 -m ember.bench ceilings -q > /dev/null 2>&1
 if [[ "$GPU" == *H200* || "${TABLE:-0}" == 1 ]]; then
-  cold_compile_both
-  issue4_table
-  step 30 plan && timeout 30 python3 tools/decode_plan_time.py 2>&1 | tee -a $OUT/tables.md
-  step 90 softmax && bench softmax 90 softmax --backends ember,torch,torch_compile,flashinfer --shapes 128x128256 --dtypes fp32,bf16
-  step 60 silu && bench silu 60 silu_and_mul --backends ember,torch_compile,flashinfer,liger --shapes 8192x14336
+  h200_tables
   step 60 ops && tests ops $(( $(left) - 10 )) tests/ops
 else
   step 60 ops && tests ops $(( $(left) - 20 )) tests/ops
