@@ -60,7 +60,8 @@ cold_compile_both() {
 }
 # left: seconds until STEP_LIMIT (585 s), for a last step that takes what time is left.
 left() { echo $(( ${STEP_LIMIT:-585} - SECONDS )); }
-# h200_tables: what an H200 call runs before its tests (h200_next73.sh, h200_next74.sh): the decode
+# h200_tables: what an H200 call runs before its tests (h200_next74.sh; h200_next73.sh, removed in
+# session 31, ran the same on an H200 only): the decode
 # cold compile both ways, issue 4's table, plan() time, then issue 5's two unmet rows beside
 # their peers (softmax 128 x 128 256 fp32 and bf16; silu_and_mul 8192 x 2·14 336).
 h200_tables() {

@@ -5,8 +5,9 @@
 # instruction for instruction that of the GPU-tested build for every group size but 1
 # (`tools/sass_loop.py --same-as=@b8f7351`, 40 specializations); at G = 1 the prologue differs
 # (the main loop's count and registers do not). So any card is worth a call now:
-# - an H200: as h200_next73.sh (issue 4's table, cold compile, plan time, issue 5's two unmet
-#   rows beside their peers), then tests/ops in what time is left;
+# - an H200: h200_tables (issue 4's table, cold compile, plan time, issue 5's two unmet rows
+#   beside their peers), then tests/ops in what time is left (h200_next73.sh's call, which it
+#   replaces);
 # - any other card: the whole GPU suite (tests/ops, tests/unit, tests/jit), which holds the
 #   G = 1 decode tests the changed prologue needs.
 source tools/h200_lib.sh
